@@ -1,0 +1,113 @@
+package pinning
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// DefaultSandboxImage is the pod infra image pinned when the configuration names none other.
+const DefaultSandboxImage = "registry.k8s.io/pause:3.10"
+
+// Config is the pinning configuration, filled from command-line flags.
+type Config struct {
+	// SandboxImage is the pod infra image (--pod-infra-container-image). It is always
+	// pinned, matched as an exact reference ("pause" means "pause:latest"). "" pins none.
+	SandboxImage string
+	// ConfigLabels honours io.cri-containerd.pinned=pinned in image config labels.
+	ConfigLabels bool
+	// Patterns are the --pinned-images patterns: "repo:tag", "repo@digest", "sha256:<hex>",
+	// "repo", "prefix*" or "*keyword*".
+	Patterns []string
+	// LabelSelectors are the --pinned-image-labels selectors, matched on image config
+	// labels: "key" (present, any value) or "key=value" (exact value).
+	LabelSelectors []string
+	// PinsFile is the --pinned-images-file path, one pattern per line, re-read by
+	// Reload; "" means none.
+	PinsFile string
+	// MaxStaleness is how long the last good snapshot of a failing Source keeps
+	// being used; 0 means forever.
+	MaxStaleness time.Duration
+	// SnapshotTTL is how old a Source snapshot Check may reuse; Evaluate always takes
+	// a fresh one.
+	SnapshotTTL time.Duration
+	// WarnInterval is the minimum interval between two warnings about pin-like but
+	// ineffective labels on the same image; 0 warns every time.
+	WarnInterval time.Duration
+}
+
+// DefaultConfig returns the configuration used when no flag changes it.
+func DefaultConfig() Config {
+	return Config{
+		SandboxImage: DefaultSandboxImage,
+		ConfigLabels: true,
+		SnapshotTTL:  2 * time.Second,
+		WarnInterval: 10 * time.Minute,
+	}
+}
+
+// Validate parses every pattern and selector; the error names each bad item.
+func (c Config) Validate() error {
+	_, err := compileRules(c)
+	return err
+}
+
+// rules is the compiled, immutable form of the static part of a Config.
+type rules struct {
+	sandbox      *Pattern
+	configLabels bool
+	patterns     []Pattern
+	selectors    []labelSelector
+}
+
+func compileRules(c Config) (*rules, error) {
+	r := &rules{configLabels: c.ConfigLabels}
+	var errs []error
+	sandbox, err := parseSandbox(c.SandboxImage)
+	errs = append(errs, err)
+	r.sandbox = sandbox
+	r.patterns, err = parsePatterns(c.Patterns)
+	errs = append(errs, err)
+	r.selectors, err = parseLabelSelectors(c.LabelSelectors)
+	errs = append(errs, err)
+	errs = append(errs, checkDurations(c))
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// parseSandbox parses the sandbox image as an exact reference: no wildcard, and an
+// image without tag or digest means ":latest", as the engine would pull it.
+func parseSandbox(image string) (*Pattern, error) {
+	text := strings.TrimSpace(image)
+	if text == "" {
+		return nil, nil
+	}
+	if strings.Contains(text, "*") {
+		return nil, fmt.Errorf("invalid sandbox image %q: wildcards are not allowed", text)
+	}
+	p, err := ParsePattern(text)
+	if err != nil {
+		return nil, fmt.Errorf("invalid sandbox image %q: %w", text, errors.Unwrap(err))
+	}
+	if p.kind == kindRepo {
+		p.kind = kindTag
+		p.key += ":latest" // the engine's default tag
+	}
+	return &p, nil
+}
+
+func checkDurations(c Config) error {
+	var errs []error
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"max staleness", c.MaxStaleness}, {"snapshot ttl", c.SnapshotTTL}, {"warn interval", c.WarnInterval}} {
+		if d.v < 0 {
+			errs = append(errs, fmt.Errorf("invalid %s %s: must not be negative", d.name, d.v))
+		}
+	}
+	return errors.Join(errs...)
+}
