@@ -1,0 +1,267 @@
+// Package dockertest provides Fake, an in-memory docker.Client that keeps state
+// (images with tags and digests, a remote registry to pull from) so that tests of
+// package core check results, not call sequences. Errors can be injected per
+// method, and the whole engine can be taken down to test outage handling.
+package dockertest
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/distribution/reference"
+
+	"github.com/dockpin/cri-dockerd/core/docker"
+)
+
+// Fake is a stateful in-memory engine. The zero value is not usable; call New.
+type Fake struct {
+	mu       sync.Mutex
+	images   map[string]*docker.Image // by ID
+	registry map[string]docker.Image  // pullable images by normalised reference
+	errs     map[string]error         // injected error per method name
+	down     bool
+	info     docker.Info
+	version  docker.Version
+	pulls    []docker.PullOptions
+}
+
+var _ docker.Client = (*Fake)(nil)
+
+// New returns an empty running engine (classic store, API 1.51).
+func New() *Fake {
+	return &Fake{
+		images:   map[string]*docker.Image{},
+		registry: map[string]docker.Image{},
+		errs:     map[string]error{},
+		info:     docker.Info{Driver: "overlay2", DockerRootDir: "/var/lib/docker", CgroupDriver: "systemd"},
+		version:  docker.Version{Version: "29.8.1", APIVersion: "1.51", NegotiatedAPIVersion: "1.51"},
+	}
+}
+
+// AddImage stores img (replacing an image with the same ID) and moves its tags to it.
+func (f *Fake) AddImage(img docker.Image) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, other := range f.images {
+		other.RepoTags = slices.DeleteFunc(other.RepoTags, func(t string) bool { return slices.Contains(img.RepoTags, t) })
+	}
+	cp := img
+	f.images[img.ID] = &cp
+}
+
+// AddRemote makes ref pullable; the pulled image is img, tagged ref.
+func (f *Fake) AddRemote(ref string, img docker.Image) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.registry[normalise(ref)] = img
+}
+
+// SetDown makes every call fail as if the engine socket were gone.
+func (f *Fake) SetDown(down bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.down = down
+}
+
+// SetInfo replaces what Info returns.
+func (f *Fake) SetInfo(info docker.Info) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.info = info
+}
+
+// InjectError makes method (e.g. "ListImages") fail with err until cleared with nil.
+func (f *Fake) InjectError(method string, err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err == nil {
+		delete(f.errs, method)
+		return
+	}
+	f.errs[method] = err
+}
+
+// Pulls returns the options of every pull so far.
+func (f *Fake) Pulls() []docker.PullOptions {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.pulls)
+}
+
+func (f *Fake) check(ctx context.Context, method string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if f.down {
+		return fmt.Errorf("%s: cannot connect to the docker daemon: %w", method, cerrdefs.ErrUnavailable)
+	}
+	return f.errs[method]
+}
+
+// Ping implements docker.Client.
+func (f *Fake) Ping(ctx context.Context) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.check(ctx, "Ping")
+}
+
+// Version implements docker.Client.
+func (f *Fake) Version(ctx context.Context) (docker.Version, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.version, f.check(ctx, "Version")
+}
+
+// Info implements docker.Client.
+func (f *Fake) Info(ctx context.Context) (docker.Info, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.info, f.check(ctx, "Info")
+}
+
+// ListImages implements docker.Client; images come sorted by ID.
+func (f *Fake) ListImages(ctx context.Context) ([]docker.Image, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.check(ctx, "ListImages"); err != nil {
+		return nil, err
+	}
+	out := make([]docker.Image, 0, len(f.images))
+	for _, img := range f.images {
+		cp := *img
+		cp.User = ""
+		out = append(out, cp)
+	}
+	slices.SortFunc(out, func(a, b docker.Image) int { return strings.Compare(a.ID, b.ID) })
+	return out, nil
+}
+
+// InspectImage implements docker.Client.
+func (f *Fake) InspectImage(ctx context.Context, ref string) (docker.Image, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.check(ctx, "InspectImage"); err != nil {
+		return docker.Image{}, err
+	}
+	img := f.lookup(ref)
+	if img == nil {
+		return docker.Image{}, fmt.Errorf("no such image: %s: %w", ref, cerrdefs.ErrNotFound)
+	}
+	return *img, nil
+}
+
+// PullImage implements docker.Client: the remote image replaces the tag locally.
+func (f *Fake) PullImage(ctx context.Context, ref string, opts docker.PullOptions) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.check(ctx, "PullImage"); err != nil {
+		return err
+	}
+	f.pulls = append(f.pulls, opts)
+	remote, ok := f.registry[normalise(ref)]
+	if !ok {
+		return fmt.Errorf("pull %s: manifest unknown: %w", ref, cerrdefs.ErrNotFound)
+	}
+	tag := familiar(ref)
+	for _, other := range f.images {
+		other.RepoTags = slices.DeleteFunc(other.RepoTags, func(t string) bool { return t == tag })
+	}
+	img, ok := f.images[remote.ID]
+	if !ok {
+		cp := remote
+		cp.RepoTags = nil
+		img = &cp
+		f.images[remote.ID] = img
+	}
+	if !slices.Contains(img.RepoTags, tag) && !strings.Contains(ref, "@") {
+		img.RepoTags = append(img.RepoTags, tag)
+	}
+	return nil
+}
+
+// RemoveImage implements docker.Client: a tag or digest reference is removed from
+// its image, and the image goes when it has no references left; an ID removes the
+// image when it has at most one tag (Docker's conflict rule otherwise).
+func (f *Fake) RemoveImage(ctx context.Context, ref string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.check(ctx, "RemoveImage"); err != nil {
+		return err
+	}
+	img := f.lookup(ref)
+	if img == nil {
+		return fmt.Errorf("no such image: %s: %w", ref, cerrdefs.ErrNotFound)
+	}
+	if isID(img, ref) {
+		if len(img.RepoTags) > 1 {
+			return fmt.Errorf("image %s is referenced in multiple repositories: %w", ref, cerrdefs.ErrConflict)
+		}
+		delete(f.images, img.ID)
+		return nil
+	}
+	fam := familiar(ref)
+	img.RepoTags = slices.DeleteFunc(img.RepoTags, func(t string) bool { return t == fam })
+	img.RepoDigests = slices.DeleteFunc(img.RepoDigests, func(d string) bool { return d == fam })
+	if len(img.RepoTags) == 0 {
+		delete(f.images, img.ID)
+	}
+	return nil
+}
+
+// ImageFsUsage implements docker.Client.
+func (f *Fake) ImageFsUsage(ctx context.Context) (docker.ImageFsUsage, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.check(ctx, "ImageFsUsage"); err != nil {
+		return docker.ImageFsUsage{}, err
+	}
+	var used uint64
+	for _, img := range f.images {
+		used += uint64(img.Size)
+	}
+	return docker.ImageFsUsage{Mountpoint: f.info.DockerRootDir, UsedBytes: used}, nil
+}
+
+func (f *Fake) lookup(ref string) *docker.Image {
+	for _, img := range f.images {
+		if isID(img, ref) {
+			return img
+		}
+	}
+	fam := familiar(ref)
+	if !strings.Contains(ref, "@") && !strings.Contains(fam, ":") {
+		fam += ":latest"
+	}
+	for _, img := range f.images {
+		if slices.Contains(img.RepoTags, fam) || slices.Contains(img.RepoDigests, fam) {
+			return img
+		}
+	}
+	return nil
+}
+
+func isID(img *docker.Image, ref string) bool {
+	hex := strings.TrimPrefix(img.ID, "sha256:")
+	r := strings.TrimPrefix(ref, "sha256:")
+	return ref == img.ID || (len(r) >= 12 && strings.HasPrefix(hex, r))
+}
+
+func normalise(ref string) string {
+	n, err := reference.ParseNormalizedNamed(ref)
+	if err != nil {
+		return ref
+	}
+	return reference.TagNameOnly(n).String()
+}
+
+func familiar(ref string) string {
+	n, err := reference.ParseNormalizedNamed(ref)
+	if err != nil {
+		return ref
+	}
+	return reference.FamiliarString(reference.TagNameOnly(n))
+}

@@ -1,0 +1,79 @@
+package docker
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"syscall"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/client"
+)
+
+// kindError gives an SDK error exactly one errdefs kind and a message that starts
+// with the operation, while keeping the SDK error reachable through errors.Is/As.
+type kindError struct {
+	kind  error
+	msg   string
+	cause error
+}
+
+func (e *kindError) Error() string   { return e.msg }
+func (e *kindError) Unwrap() []error { return []error{e.kind, e.cause} }
+
+// classify converts an SDK error into an error with an errdefs kind. It is the
+// only place where this package decides what an engine error means.
+func classify(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	msg := op + ": " + err.Error()
+	switch {
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		return &kindError{kind: contextKind(err), msg: msg, cause: err}
+	case client.IsErrConnectionFailed(err), errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ENOENT):
+		return &kindError{kind: cerrdefs.ErrUnavailable, msg: msg, cause: err}
+	}
+	if kind := cerrdefs.Resolve(err); kind != cerrdefs.ErrUnknown {
+		return &kindError{kind: kind, msg: msg, cause: err}
+	}
+	return &kindError{kind: cerrdefs.ErrUnknown, msg: msg, cause: err}
+}
+
+func contextKind(err error) error {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return context.DeadlineExceeded
+	}
+	return context.Canceled
+}
+
+// registryNetworkSignatures are the texts the engine puts in a pull error when it
+// could not reach the registry. The engine reports pull failures in the progress
+// stream as plain text only, so this is the one place where a message is read.
+var registryNetworkSignatures = []string{
+	"dial tcp", "connection refused", "no such host", "i/o timeout",
+	"network is unreachable", "TLS handshake timeout", "connection reset by peer",
+	"no route to host", "server misbehaving",
+}
+
+func isRegistryNetworkFailure(msg string) bool {
+	for _, s := range registryNetworkSignatures {
+		if strings.Contains(msg, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// pullError classifies a pull failure: registry unreachable, not found, denied, or
+// whatever kind the engine gave.
+func pullError(ref string, err error) error {
+	if client.IsErrConnectionFailed(err) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return classify("pull "+ref, err)
+	}
+	msg := "pull " + ref + ": " + err.Error()
+	if isRegistryNetworkFailure(err.Error()) {
+		return &kindError{kind: cerrdefs.ErrUnavailable, msg: msg, cause: errors.Join(ErrRegistryUnreachable, err)}
+	}
+	return classify("pull "+ref, err)
+}

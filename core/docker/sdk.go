@@ -1,0 +1,257 @@
+package docker
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types"
+	"github.com/docker/docker/api/types/image"
+	"github.com/docker/docker/api/types/registry"
+	"github.com/docker/docker/api/types/versions"
+	"github.com/docker/docker/client"
+)
+
+// SDKClient is the Client backed by the Docker SDK.
+type SDKClient struct {
+	api *client.Client
+}
+
+var _ Client = (*SDKClient)(nil)
+
+// NewSDKClient returns a client for endpoint ("unix:///var/run/docker.sock",
+// "tcp://host:2375"); the API version is negotiated on first use.
+func NewSDKClient(endpoint string) (*SDKClient, error) {
+	opts := []client.Opt{client.WithAPIVersionNegotiation()}
+	if endpoint != "" {
+		opts = append(opts, client.WithHost(endpoint))
+	} else {
+		opts = append(opts, client.FromEnv)
+	}
+	api, err := client.NewClientWithOpts(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("docker endpoint %q: %w", endpoint, errors.Join(cerrdefs.ErrInvalidArgument, err))
+	}
+	return &SDKClient{api: api}, nil
+}
+
+// Close releases the client's connections.
+func (c *SDKClient) Close() error { return c.api.Close() }
+
+// CheckVersion negotiates the API version and refuses engines older than MinAPIVersion.
+func (c *SDKClient) CheckVersion(ctx context.Context) (Version, error) {
+	v, err := c.Version(ctx)
+	if err != nil {
+		return v, err
+	}
+	if versions.LessThan(v.APIVersion, MinAPIVersion) {
+		return v, fmt.Errorf("docker engine %s speaks API %s, but cri-dockerd needs API %s (Docker 23) or newer: %w",
+			v.Version, v.APIVersion, MinAPIVersion, cerrdefs.ErrFailedPrecondition)
+	}
+	return v, nil
+}
+
+// Ping checks that the engine answers.
+func (c *SDKClient) Ping(ctx context.Context) error {
+	_, err := c.api.Ping(ctx)
+	return classify("ping docker", err)
+}
+
+// Version returns the engine version.
+func (c *SDKClient) Version(ctx context.Context) (Version, error) {
+	c.api.NegotiateAPIVersion(ctx)
+	v, err := c.api.ServerVersion(ctx)
+	if err != nil {
+		return Version{}, classify("docker version", err)
+	}
+	return Version{Version: v.Version, APIVersion: v.APIVersion, NegotiatedAPIVersion: c.api.ClientVersion()}, nil
+}
+
+// Info returns the subset of /info this shim uses.
+func (c *SDKClient) Info(ctx context.Context) (Info, error) {
+	in, err := c.api.Info(ctx)
+	if err != nil {
+		return Info{}, classify("docker info", err)
+	}
+	out := Info{Driver: in.Driver, DriverStatus: in.DriverStatus, DockerRootDir: in.DockerRootDir, CgroupDriver: in.CgroupDriver}
+	for _, kv := range in.DriverStatus {
+		if kv[0] == "driver-type" && kv[1] == "io.containerd.snapshotter.v1" {
+			out.ContainerdStore = true
+		}
+	}
+	if in.Containerd != nil {
+		out.ContainerdAddress = in.Containerd.Address
+		out.ContainerdNamespace = in.Containerd.Namespaces.Containers
+	}
+	return out, nil
+}
+
+// ListImages lists all top-level images.
+func (c *SDKClient) ListImages(ctx context.Context) ([]Image, error) {
+	list, err := c.api.ImageList(ctx, image.ListOptions{})
+	if err != nil {
+		return nil, classify("list images", err)
+	}
+	out := make([]Image, 0, len(list))
+	for i := range list {
+		s := &list[i]
+		out = append(out, Image{
+			ID:          s.ID,
+			RepoTags:    realRefs(s.RepoTags),
+			RepoDigests: realRefs(s.RepoDigests),
+			Size:        s.Size,
+			Labels:      s.Labels,
+		})
+	}
+	return out, nil
+}
+
+// InspectImage resolves ref to an image.
+func (c *SDKClient) InspectImage(ctx context.Context, ref string) (Image, error) {
+	in, err := c.api.ImageInspect(ctx, ref)
+	if err != nil {
+		return Image{}, classify("inspect image "+ref, err)
+	}
+	img := Image{
+		ID:          in.ID,
+		RepoTags:    realRefs(in.RepoTags),
+		RepoDigests: realRefs(in.RepoDigests),
+		Size:        in.Size,
+	}
+	if in.Config != nil {
+		img.Labels = in.Config.Labels
+		img.User = in.Config.User
+	}
+	return img, nil
+}
+
+// PullImage pulls ref, reading the engine's progress stream to its end.
+func (c *SDKClient) PullImage(ctx context.Context, ref string, opts PullOptions) error {
+	pullOpts := image.PullOptions{}
+	if opts.Auth != nil {
+		enc, err := encodeAuth(*opts.Auth)
+		if err != nil {
+			return fmt.Errorf("pull %s: %w", ref, errors.Join(cerrdefs.ErrInvalidArgument, err))
+		}
+		pullOpts.RegistryAuth = enc
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	body, err := c.api.ImagePull(ctx, ref, pullOpts)
+	if err != nil {
+		return pullError(ref, err)
+	}
+	defer body.Close()
+	if err := readPullStream(ctx, cancel, body, opts.ProgressDeadline); err != nil {
+		if cause := context.Cause(ctx); errors.Is(cause, errNoProgress) {
+			return fmt.Errorf("pull %s: %w", ref, errors.Join(context.DeadlineExceeded, cause))
+		}
+		return pullError(ref, err)
+	}
+	return nil
+}
+
+// pullMessage is the part of one progress-stream message this client reads.
+type pullMessage struct {
+	Error       string `json:"error"`
+	ErrorDetail *struct {
+		Message string `json:"message"`
+	} `json:"errorDetail"`
+}
+
+var errNoProgress = errors.New("no pull progress within the image pull progress deadline")
+
+// readPullStream decodes the progress stream until EOF, returning the first error
+// message the engine sent. With a deadline, a stream silent for that long is cancelled.
+func readPullStream(ctx context.Context, cancel context.CancelCauseFunc, body io.Reader, deadline time.Duration) error {
+	var timer *time.Timer
+	if deadline > 0 {
+		timer = time.AfterFunc(deadline, func() { cancel(fmt.Errorf("%w (%s)", errNoProgress, deadline)) })
+		defer timer.Stop()
+	}
+	dec := json.NewDecoder(body)
+	for {
+		var msg pullMessage
+		if err := dec.Decode(&msg); err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return err
+		}
+		if timer != nil {
+			timer.Reset(deadline)
+		}
+		if msg.ErrorDetail != nil && msg.ErrorDetail.Message != "" {
+			return errors.New(msg.ErrorDetail.Message)
+		}
+		if msg.Error != "" {
+			return errors.New(msg.Error)
+		}
+	}
+}
+
+// RemoveImage removes one reference or ID.
+func (c *SDKClient) RemoveImage(ctx context.Context, ref string) error {
+	_, err := c.api.ImageRemove(ctx, ref, image.RemoveOptions{PruneChildren: true})
+	return classify("remove image "+ref, err)
+}
+
+// ImageFsUsage reports the space used by image layers.
+func (c *SDKClient) ImageFsUsage(ctx context.Context) (ImageFsUsage, error) {
+	info, err := c.Info(ctx)
+	if err != nil {
+		return ImageFsUsage{}, err
+	}
+	du, err := c.api.DiskUsage(ctx, types.DiskUsageOptions{Types: []types.DiskUsageObject{types.ImageObject}})
+	if err != nil {
+		return ImageFsUsage{}, classify("docker disk usage", err)
+	}
+	used := du.LayersSize
+	if used < 0 {
+		used = 0
+	}
+	return ImageFsUsage{Mountpoint: info.DockerRootDir, UsedBytes: uint64(used)}, nil
+}
+
+func realRefs(refs []string) []string {
+	out := make([]string, 0, len(refs))
+	for _, r := range refs {
+		if r == "" || strings.HasPrefix(r, "<none>") {
+			continue
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// encodeAuth turns CRI credentials into the engine's X-Registry-Auth header value.
+func encodeAuth(a AuthConfig) (string, error) {
+	user, pass := a.Username, a.Password
+	if a.Auth != "" && user == "" && pass == "" {
+		raw, err := base64.StdEncoding.DecodeString(a.Auth)
+		if err != nil {
+			return "", fmt.Errorf("auth field is not base64: %w", err)
+		}
+		u, p, ok := strings.Cut(string(raw), ":")
+		if !ok {
+			return "", errors.New("auth field is not base64 of user:password")
+		}
+		user, pass = u, p
+	}
+	return registry.EncodeAuthConfig(registry.AuthConfig{
+		Username:      user,
+		Password:      pass,
+		ServerAddress: a.ServerAddress,
+		IdentityToken: a.IdentityToken,
+		RegistryToken: a.RegistryToken,
+	})
+}

@@ -1,0 +1,132 @@
+package core
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"gotest.tools/v3/assert"
+	is "gotest.tools/v3/assert/cmp"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/dockpin/cri-dockerd/core/docker"
+	"github.com/dockpin/cri-dockerd/pinning"
+)
+
+func pinnedByID(resp *runtimeapi.ListImagesResponse) map[string]bool {
+	out := map[string]bool{}
+	for _, img := range resp.Images {
+		out[img.Id] = img.Pinned
+	}
+	return out
+}
+
+func TestListImagesPinned(t *testing.T) {
+	svc, fake := newTestService(t, func(c *pinning.Config) {
+		c.SandboxImage = "docker.io/rancher/mirrored-pause:3.6"
+		c.Patterns = []string{"busybox", "*keyword*"}
+		c.LabelSelectors = []string{"team=infra"}
+	})
+	fake.AddImage(testImage(1, "rancher/mirrored-pause:3.6"))
+	fake.AddImage(testImage(2, "busybox:1.36", "busybox:latest"))
+	fake.AddImage(testImage(3, "example.com/has-keyword-inside:1"))
+	fake.AddImage(docker.Image{ID: id(4), RepoTags: []string{"labelled:1"}, Labels: map[string]string{pinning.PinnedLabel: "pinned"}})
+	fake.AddImage(docker.Image{ID: id(5), RepoTags: []string{"near-miss:1"}, Labels: map[string]string{pinning.PinnedLabel: "true"}})
+	fake.AddImage(docker.Image{ID: id(6), RepoTags: []string{"misspelled:1"}, Labels: map[string]string{pinning.MisspelledLabel: "pinned"}})
+	fake.AddImage(docker.Image{ID: id(7), RepoTags: []string{"infra:1"}, Labels: map[string]string{"team": "infra"}})
+	fake.AddImage(testImage(8, "unpinned:1"))
+	fake.AddImage(testImage(9)) // untagged
+
+	resp, err := svc.ListImages(context.Background(), &runtimeapi.ListImagesRequest{})
+	assert.NilError(t, err)
+	assert.DeepEqual(t, pinnedByID(resp), map[string]bool{
+		id(1): true, id(2): true, id(3): true, id(4): true, id(5): false,
+		id(6): false, id(7): true, id(8): false, id(9): false,
+	})
+	for _, img := range resp.Images {
+		if img.Id == id(2) {
+			assert.DeepEqual(t, img.RepoTags, []string{"busybox:1.36", "busybox:latest"})
+			assert.Equal(t, img.Size, uint64(1002))
+		}
+	}
+}
+
+func TestListImagesFilter(t *testing.T) {
+	svc, fake := newTestService(t, nil)
+	fake.AddImage(testImage(1, "busybox:1.36", "busybox:latest"))
+	fake.AddImage(testImage(2, "registry.k8s.io/pause:3.10"))
+	tests := []struct {
+		filter string
+		want   []string
+	}{
+		{filter: "", want: []string{id(1), id(2)}},
+		{filter: "busybox", want: []string{id(1)}},
+		{filter: "docker.io/library/busybox:1.36", want: []string{id(1)}},
+		{filter: "busybox:nope", want: nil},
+		{filter: "registry.k8s.io/pause:3.10", want: []string{id(2)}},
+		{filter: id(2), want: []string{id(2)}},
+		{filter: id(2)[7:19], want: []string{id(2)}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.filter, func(t *testing.T) {
+			resp, err := svc.ListImages(context.Background(), &runtimeapi.ListImagesRequest{
+				Filter: &runtimeapi.ImageFilter{Image: &runtimeapi.ImageSpec{Image: tc.filter}},
+			})
+			assert.NilError(t, err)
+			var got []string
+			for _, img := range resp.Images {
+				got = append(got, img.Id)
+			}
+			assert.DeepEqual(t, got, tc.want)
+		})
+	}
+}
+
+func TestListImagesErrors(t *testing.T) {
+	svc, fake := newTestService(t, nil)
+	_, err := svc.ListImages(context.Background(), &runtimeapi.ListImagesRequest{
+		Filter: &runtimeapi.ImageFilter{Image: &runtimeapi.ImageSpec{Image: "Not A Ref"}},
+	})
+	assert.Check(t, cerrdefs.IsInvalidArgument(err), "got %v", err)
+	assert.Check(t, is.ErrorContains(err, `"Not A Ref"`))
+
+	fake.SetDown(true)
+	_, err = svc.ListImages(context.Background(), &runtimeapi.ListImagesRequest{})
+	assert.Check(t, cerrdefs.IsUnavailable(err), "got %v", err)
+	fake.SetDown(false)
+	_, err = svc.ListImages(context.Background(), &runtimeapi.ListImagesRequest{})
+	assert.NilError(t, err)
+}
+
+func benchmarkListImages(b *testing.B, n int) {
+	svc, fake := newTestService(b, func(c *pinning.Config) {
+		c.Patterns = []string{"registry.example.com/team-3/*", "*keyword*", "busybox:1.36", "quay.io/org/app"}
+		c.LabelSelectors = []string{"tier=system"}
+	})
+	for i := 0; i < n; i++ {
+		img := docker.Image{
+			ID:          id(i),
+			RepoTags:    []string{fmt.Sprintf("registry.example.com/team-%d/app-%d:v1", i%10, i), fmt.Sprintf("app-%d:latest", i)},
+			RepoDigests: []string{fmt.Sprintf("registry.example.com/team-%d/app-%d@%s", i%10, i, id(i+1_000_000))},
+			Size:        int64(i),
+			Labels:      map[string]string{"maintainer": "x", "tier": []string{"system", "app"}[i%2]},
+		}
+		if i%50 == 0 {
+			img.Labels[pinning.PinnedLabel] = "pinned"
+		}
+		fake.AddImage(img)
+	}
+	ctx := context.Background()
+	req := &runtimeapi.ListImagesRequest{}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := svc.ListImages(ctx, req); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkListImages1000(b *testing.B) { benchmarkListImages(b, 1000) }
+func BenchmarkListImages5000(b *testing.B) { benchmarkListImages(b, 5000) }

@@ -1,0 +1,61 @@
+package core
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"gotest.tools/v3/assert"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	crierrors "k8s.io/cri-api/pkg/errors"
+
+	"github.com/dockpin/cri-dockerd/core/docker"
+)
+
+func TestPullImageReturnsListID(t *testing.T) {
+	svc, fake := newTestService(t, nil)
+	fake.AddRemote("127.0.0.1:5000/app:1", testImage(7))
+	ctx := context.Background()
+	resp, err := svc.PullImage(ctx, &runtimeapi.PullImageRequest{
+		Image: &runtimeapi.ImageSpec{Image: "127.0.0.1:5000/app:1"},
+		Auth:  &runtimeapi.AuthConfig{Username: "u", Password: "p"},
+	})
+	assert.NilError(t, err)
+	list, err := svc.ListImages(ctx, &runtimeapi.ListImagesRequest{})
+	assert.NilError(t, err)
+	assert.Equal(t, len(list.Images), 1)
+	assert.Equal(t, resp.ImageRef, list.Images[0].Id)
+	pulls := fake.Pulls()
+	assert.Equal(t, pulls[0].Auth.Username, "u")
+}
+
+func TestPullImageErrors(t *testing.T) {
+	svc, fake := newTestService(t, nil)
+	ctx := context.Background()
+
+	_, err := svc.PullImage(ctx, &runtimeapi.PullImageRequest{Image: &runtimeapi.ImageSpec{Image: ""}})
+	assert.Check(t, cerrdefs.IsInvalidArgument(err))
+
+	_, err = svc.PullImage(ctx, &runtimeapi.PullImageRequest{Image: &runtimeapi.ImageSpec{Image: "nothere:1"}})
+	assert.Check(t, cerrdefs.IsNotFound(err), "got %v", err)
+
+	unreachable := &kindErr{kind: cerrdefs.ErrUnavailable, cause: docker.ErrRegistryUnreachable}
+	fake.InjectError("PullImage", unreachable)
+	_, err = svc.PullImage(ctx, &runtimeapi.PullImageRequest{Image: &runtimeapi.ImageSpec{Image: "127.0.0.1:1/x:1"}})
+	assert.Check(t, strings.HasPrefix(err.Error(), crierrors.ErrRegistryUnavailable.Error()+": "), "got %q", err)
+	assert.Check(t, cerrdefs.IsUnavailable(err))
+
+	fake.InjectError("PullImage", nil)
+	fake.SetDown(true)
+	_, err = svc.PullImage(ctx, &runtimeapi.PullImageRequest{Image: &runtimeapi.ImageSpec{Image: "x:1"}})
+	assert.Check(t, cerrdefs.IsUnavailable(err))
+	assert.Check(t, !strings.HasPrefix(err.Error(), crierrors.ErrRegistryUnavailable.Error()), "engine down is not a registry outage: %v", err)
+}
+
+// kindErr is an error of one errdefs kind wrapping a cause, as the docker adapter makes them.
+type kindErr struct{ kind, cause error }
+
+func (e *kindErr) Error() string   { return fmt.Sprintf("pull: %v", e.cause) }
+func (e *kindErr) Unwrap() []error { return []error{e.kind, e.cause} }

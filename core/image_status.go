@@ -1,0 +1,47 @@
+package core
+
+import (
+	"context"
+	"encoding/json"
+
+	cerrdefs "github.com/containerd/errdefs"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/dockpin/cri-dockerd/pinning"
+)
+
+// imageStatusInfo is the verbose ImageStatus info, shown by `crictl inspecti`.
+type imageStatusInfo struct {
+	ID         string            `json:"id"`
+	User       string            `json:"user,omitempty"`
+	Labels     map[string]string `json:"labels,omitempty"`
+	Pinned     bool              `json:"pinned"`
+	PinReasons []pinning.Reason  `json:"pinReasons,omitempty"`
+}
+
+// ImageStatus returns one image; an unknown image gives an empty response, as the CRI says.
+func (s *Service) ImageStatus(ctx context.Context, req *runtimeapi.ImageStatusRequest) (*runtimeapi.ImageStatusResponse, error) {
+	ref, err := imageRef(req.GetImage())
+	if err != nil {
+		return nil, err
+	}
+	img, err := s.docker.InspectImage(ctx, ref)
+	if cerrdefs.IsNotFound(err) {
+		return &runtimeapi.ImageStatusResponse{}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	reasons := s.pins.Check(ctx, pinningImage(&img))
+	resp := &runtimeapi.ImageStatusResponse{Image: criImage(&img, pinned(reasons))}
+	if req.GetVerbose() {
+		raw, err := json.Marshal(imageStatusInfo{
+			ID: img.ID, User: img.User, Labels: img.Labels, Pinned: pinned(reasons), PinReasons: reasons,
+		})
+		if err != nil {
+			return nil, err
+		}
+		resp.Info = map[string]string{"info": string(raw)}
+	}
+	return resp, nil
+}

@@ -1,0 +1,68 @@
+package core
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// Status reports runtime and network readiness; verbose adds the effective
+// configuration and the pinning state as JSON (`crictl info`).
+func (s *Service) Status(ctx context.Context, req *runtimeapi.StatusRequest) (*runtimeapi.StatusResponse, error) {
+	runtimeReady := &runtimeapi.RuntimeCondition{Type: runtimeapi.RuntimeReady, Status: true}
+	if err := s.docker.Ping(ctx); err != nil {
+		runtimeReady.Status = false
+		runtimeReady.Reason = "DockerDaemonNotReady"
+		runtimeReady.Message = fmt.Sprintf("docker: failed to get docker version: %v", err)
+	}
+	networkReady := &runtimeapi.RuntimeCondition{Type: runtimeapi.NetworkReady, Status: true}
+	if s.cfg.NetworkPlugin != "" && !hasCNIConfig(s.cfg.CNIConfDir) {
+		networkReady.Status = false
+		networkReady.Reason = "NetworkPluginNotReady"
+		networkReady.Message = "docker: network plugin is not ready: cni config uninitialized"
+	}
+	resp := &runtimeapi.StatusResponse{Status: &runtimeapi.RuntimeStatus{
+		Conditions: []*runtimeapi.RuntimeCondition{runtimeReady, networkReady},
+	}}
+	if req.GetVerbose() {
+		info, err := statusInfo(map[string]any{"config": s.cfg.Effective, "pinning": s.pins.Info()})
+		if err != nil {
+			return nil, err
+		}
+		resp.Info = info
+	}
+	return resp, nil
+}
+
+func statusInfo(parts map[string]any) (map[string]string, error) {
+	out := make(map[string]string, len(parts))
+	for k, v := range parts {
+		raw, err := json.Marshal(v)
+		if err != nil {
+			return nil, fmt.Errorf("status info %s: %w", k, err)
+		}
+		out[k] = string(raw)
+	}
+	return out, nil
+}
+
+// hasCNIConfig tells whether dir holds a CNI network configuration file.
+func hasCNIConfig(dir string) bool {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return false
+	}
+	for _, e := range entries {
+		switch filepath.Ext(e.Name()) {
+		case ".conf", ".conflist", ".json":
+			if !e.IsDir() {
+				return true
+			}
+		}
+	}
+	return false
+}

@@ -1,0 +1,75 @@
+package core
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"gotest.tools/v3/assert"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+func conditions(resp *runtimeapi.StatusResponse) map[string]bool {
+	out := map[string]bool{}
+	for _, c := range resp.Status.Conditions {
+		out[c.Type] = c.Status
+	}
+	return out
+}
+
+func TestStatus(t *testing.T) {
+	svc, fake := newTestService(t, nil)
+	dir := t.TempDir()
+	svc.cfg.NetworkPlugin, svc.cfg.CNIConfDir = "cni", dir
+	ctx := context.Background()
+
+	resp, err := svc.Status(ctx, &runtimeapi.StatusRequest{})
+	assert.NilError(t, err)
+	assert.DeepEqual(t, conditions(resp), map[string]bool{runtimeapi.RuntimeReady: true, runtimeapi.NetworkReady: false})
+
+	assert.NilError(t, os.WriteFile(filepath.Join(dir, "10-bridge.conflist"), []byte("{}"), 0o644))
+	resp, err = svc.Status(ctx, &runtimeapi.StatusRequest{Verbose: true})
+	assert.NilError(t, err)
+	assert.DeepEqual(t, conditions(resp), map[string]bool{runtimeapi.RuntimeReady: true, runtimeapi.NetworkReady: true})
+	var pinningInfo map[string]any
+	assert.NilError(t, json.Unmarshal([]byte(resp.Info["pinning"]), &pinningInfo))
+	assert.Check(t, len(pinningInfo) > 0)
+	assert.Equal(t, resp.Info["config"], `{"k":"v"}`)
+
+	fake.SetDown(true)
+	resp, err = svc.Status(ctx, &runtimeapi.StatusRequest{})
+	assert.NilError(t, err)
+	assert.Check(t, !conditions(resp)[runtimeapi.RuntimeReady])
+}
+
+func TestStatusDefaultBridgeIsNetworkReady(t *testing.T) {
+	svc, _ := newTestService(t, nil)
+	resp, err := svc.Status(context.Background(), &runtimeapi.StatusRequest{})
+	assert.NilError(t, err)
+	assert.Check(t, conditions(resp)[runtimeapi.NetworkReady])
+}
+
+func TestVersion(t *testing.T) {
+	svc, fake := newTestService(t, nil)
+	resp, err := svc.Version(context.Background(), &runtimeapi.VersionRequest{})
+	assert.NilError(t, err)
+	assert.Equal(t, resp.RuntimeName, "docker")
+	assert.Equal(t, resp.RuntimeVersion, "29.8.1")
+	assert.Equal(t, resp.RuntimeApiVersion, "v1")
+	fake.SetDown(true)
+	_, err = svc.Version(context.Background(), &runtimeapi.VersionRequest{})
+	assert.Check(t, cerrdefs.IsUnavailable(err))
+}
+
+func TestImageFsInfo(t *testing.T) {
+	svc, fake := newTestService(t, nil)
+	fake.AddImage(testImage(1, "a:1"))
+	resp, err := svc.ImageFsInfo(context.Background(), &runtimeapi.ImageFsInfoRequest{})
+	assert.NilError(t, err)
+	assert.Equal(t, len(resp.ImageFilesystems), 1)
+	assert.Equal(t, resp.ImageFilesystems[0].UsedBytes.Value, uint64(1001))
+	assert.Equal(t, resp.ImageFilesystems[0].FsId.Mountpoint, "/var/lib/docker")
+}
