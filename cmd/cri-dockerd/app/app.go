@@ -1,0 +1,155 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/coreos/go-systemd/v22/daemon"
+	"github.com/sirupsen/logrus"
+	"github.com/spf13/pflag"
+
+	"github.com/dockpin/cri-dockerd/core"
+	"github.com/dockpin/cri-dockerd/core/docker"
+	"github.com/dockpin/cri-dockerd/pinning"
+)
+
+// startupTimeout bounds the engine checks made before serving.
+const startupTimeout = 30 * time.Second
+
+// Main runs cri-dockerd with args and returns the process exit code.
+func Main(args []string, stdout, stderr io.Writer) int {
+	opts := DefaultOptions()
+	fs := opts.flagSet()
+	fs.SetOutput(stderr)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return 0
+		}
+		fmt.Fprintf(stderr, "cri-dockerd: %v\n", err)
+		return 2
+	}
+	switch {
+	case opts.ShowHelp:
+		fmt.Fprintf(stdout, "CRI that connects to the Docker Daemon, with image pinning\n\nUsage:\n  cri-dockerd [flags]\n\nFlags:\n%s", fs.FlagUsagesWrapped(2))
+		return 0
+	case opts.ShowVersion:
+		printVersion(stdout)
+		return 0
+	case opts.ShowBuildInfo:
+		printBuildInfo(stdout)
+		return 0
+	case fs.NArg() > 0:
+		fmt.Fprintf(stderr, "cri-dockerd: unknown command %q\n", fs.Arg(0))
+		return 2
+	}
+	if err := opts.Validate(); err != nil {
+		fmt.Fprintf(stderr, "cri-dockerd: invalid configuration:\n%v\n", err)
+		return 2
+	}
+	log := newLogger(stderr, opts.LogLevel)
+	if err := run(&opts, log); err != nil {
+		log.WithError(err).Error("cri-dockerd stopped")
+		return 1
+	}
+	return 0
+}
+
+func newLogger(w io.Writer, level string) *logrus.Logger {
+	log := logrus.New()
+	log.SetOutput(w)
+	log.SetFormatter(&logrus.TextFormatter{FullTimestamp: true, TimestampFormat: time.RFC3339Nano})
+	lvl, _ := logrus.ParseLevel(level) // validated before
+	log.SetLevel(lvl)
+	return log
+}
+
+// run serves until SIGTERM or SIGINT.
+func run(opts *Options, log *logrus.Logger) error {
+	log.WithField("version", version).WithField("commit", shortCommit()).Info("starting cri-dockerd")
+	client, err := docker.NewSDKClient(opts.DockerEndpoint)
+	if err != nil {
+		return err
+	}
+	defer client.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), startupTimeout)
+	v, err := client.CheckVersion(ctx)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("docker engine at %s: %w", opts.DockerEndpoint, err)
+	}
+	log.WithField("engine", v.Version).WithField("api", v.NegotiatedAPIVersion).Info("connected to docker engine")
+
+	pins, err := pinning.New(opts.pinningConfig(), log.WithField("component", "pinning"))
+	if err != nil {
+		return err
+	}
+	svc := core.New(core.Config{
+		NetworkPlugin:             opts.NetworkPlugin,
+		CNIConfDir:                opts.CNIConfDir,
+		ImagePullProgressDeadline: opts.ImagePullProgressDeadline,
+		Effective:                 opts,
+	}, client, pins, log)
+
+	ep, _ := parseEndpoint(opts.RuntimeEndpoint) // validated before
+	lis, err := listen(ep)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", opts.RuntimeEndpoint, err)
+	}
+	srv := newGRPCServer(svc, log, opts.requestTimeout())
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(lis) }()
+	log.WithField("endpoint", opts.RuntimeEndpoint).Info("serving the CRI")
+	if ok, err := daemon.SdNotify(false, daemon.SdNotifyReady); err != nil {
+		log.WithError(err).Warn("sd_notify READY failed")
+	} else if ok {
+		log.Debug("sent sd_notify READY")
+	}
+
+	signals := make(chan os.Signal, 4)
+	signal.Notify(signals, syscall.SIGHUP, syscall.SIGTERM, syscall.SIGINT)
+	defer signal.Stop(signals)
+	for {
+		select {
+		case err := <-served:
+			return fmt.Errorf("grpc server: %w", err)
+		case sig := <-signals:
+			if sig == syscall.SIGHUP {
+				reload(pins, log)
+				continue
+			}
+			log.WithField("signal", sig.String()).Info("stopping: waiting for in-flight requests")
+			_, _ = daemon.SdNotify(false, daemon.SdNotifyStopping)
+			gracefulStop(srv, opts.requestTimeout(), log)
+			return nil
+		}
+	}
+}
+
+func reload(pins *pinning.Pinner, log logrus.FieldLogger) {
+	if err := pins.Reload(); err != nil {
+		log.WithError(err).Error("SIGHUP: pins file not reloaded; the previous pins stay in force")
+		return
+	}
+	log.Info("SIGHUP: pins reloaded")
+}
+
+// gracefulStop lets in-flight RPCs finish, bounded by timeout.
+func gracefulStop(srv interface {
+	GracefulStop()
+	Stop()
+}, timeout time.Duration, log logrus.FieldLogger) {
+	done := make(chan struct{})
+	go func() { srv.GracefulStop(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(timeout):
+		log.Warn("in-flight requests did not finish in time; stopping now")
+		srv.Stop()
+	}
+}

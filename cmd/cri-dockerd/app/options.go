@@ -1,0 +1,169 @@
+package app
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	"github.com/spf13/pflag"
+
+	"github.com/dockpin/cri-dockerd/pinning"
+)
+
+// Options are the command-line options, with upstream cri-dockerd's names and defaults.
+type Options struct {
+	// RuntimeEndpoint is where the CRI is served: unix://, tcp:// or fd:// (systemd socket activation).
+	RuntimeEndpoint string `json:"containerRuntimeEndpoint"`
+	// DockerEndpoint is the engine's API endpoint.
+	DockerEndpoint string `json:"dockerEndpoint"`
+	// RootDirectory holds cri-dockerd's own state (sandbox checkpoints).
+	RootDirectory string `json:"criDockerdRootDirectory"`
+	// SandboxImage is the pod infra ("pause") image; it is always pinned.
+	SandboxImage string `json:"podInfraContainerImage"`
+	// NetworkPlugin is "cni" or "" (Docker's default bridge); "kubenet" is accepted as upstream.
+	NetworkPlugin string `json:"networkPlugin"`
+	// CNIBinDir is a comma-separated list of CNI plugin directories.
+	CNIBinDir string `json:"cniBinDir"`
+	// CNIConfDir holds CNI network configurations.
+	CNIConfDir string `json:"cniConfDir"`
+	// CNICacheDir is where CNI keeps its cache.
+	CNICacheDir string `json:"cniCacheDir"`
+	// NetworkPluginMTU overrides the network plugin's MTU (0 = default).
+	NetworkPluginMTU int32 `json:"networkPluginMTU"`
+	// HairpinMode is none, promiscuous-bridge or hairpin-veth.
+	HairpinMode string `json:"hairpinMode"`
+	// PodCIDR is the pod CIDR in standalone mode.
+	PodCIDR string `json:"podCIDR"`
+	// IPv6DualStack enables dual-stack pods.
+	IPv6DualStack bool `json:"ipv6DualStack"`
+	// ImagePullProgressDeadline cancels a pull without progress for this long.
+	ImagePullProgressDeadline time.Duration `json:"imagePullProgressDeadline"`
+	// RuntimeRequestTimeout bounds every non-streaming, non-pull request (0 = 2m minus 1s).
+	RuntimeRequestTimeout time.Duration `json:"runtimeRequestTimeout"`
+	// StreamingBindAddr is the streaming server's address ("" = all addresses, random port).
+	StreamingBindAddr string `json:"streamingBindAddr"`
+	// RuntimeCgroups is the cgroup to run the runtime in.
+	RuntimeCgroups string `json:"runtimeCgroups"`
+	// LogLevel is a logrus level name.
+	LogLevel string `json:"logLevel"`
+
+	// PinnedImages are operator pin patterns (upstream syntax plus *keyword*).
+	PinnedImages []string `json:"pinnedImages"`
+	// PinnedImageLabels pin images whose config has one of these labels ("key" or "key=value").
+	PinnedImageLabels []string `json:"pinnedImageLabels"`
+	// PinnedImagesFile is a file of pin patterns, one a line, re-read on SIGHUP.
+	PinnedImagesFile string `json:"pinnedImagesFile"`
+	// PinFromConfigLabels honours io.cri-containerd.pinned=pinned in image config labels.
+	PinFromConfigLabels bool `json:"pinFromConfigLabels"`
+
+	// ShowVersion, ShowBuildInfo and ShowHelp print and exit.
+	ShowVersion   bool `json:"-"`
+	ShowBuildInfo bool `json:"-"`
+	ShowHelp      bool `json:"-"`
+}
+
+// DefaultRuntimeRequestTimeout is what --runtime-request-timeout=0 means, as upstream.
+const DefaultRuntimeRequestTimeout = 2*time.Minute - time.Second
+
+// DefaultOptions returns upstream's defaults.
+func DefaultOptions() Options {
+	return Options{
+		RuntimeEndpoint:           "unix:///var/run/cri-dockerd.sock",
+		DockerEndpoint:            "unix:///var/run/docker.sock",
+		RootDirectory:             "/var/lib/cri-dockerd",
+		SandboxImage:              pinning.DefaultSandboxImage,
+		NetworkPlugin:             "cni",
+		CNIBinDir:                 "/opt/cni/bin",
+		CNIConfDir:                "/etc/cni/net.d",
+		CNICacheDir:               "/var/lib/cni/cache",
+		HairpinMode:               "none",
+		ImagePullProgressDeadline: time.Minute,
+		LogLevel:                  "info",
+		PinFromConfigLabels:       true,
+	}
+}
+
+// flagSet registers every flag on a new FlagSet bound to o.
+func (o *Options) flagSet() *pflag.FlagSet {
+	fs := pflag.NewFlagSet("cri-dockerd", pflag.ContinueOnError)
+	fs.SortFlags = true
+	fs.StringVar(&o.RuntimeEndpoint, "container-runtime-endpoint", o.RuntimeEndpoint, "The endpoint to serve the CRI on: unix:///path, tcp://host:port, or fd:// for systemd socket activation.")
+	fs.StringVar(&o.DockerEndpoint, "docker-endpoint", o.DockerEndpoint, "Use this for the docker endpoint to communicate with.")
+	fs.StringVar(&o.RootDirectory, "cri-dockerd-root-directory", o.RootDirectory, "Path to the cri-dockerd root directory.")
+	fs.StringVar(&o.SandboxImage, "pod-infra-container-image", o.SandboxImage, "The image whose network/ipc namespaces containers in each pod will use. Always pinned.")
+	fs.StringVar(&o.NetworkPlugin, "network-plugin", o.NetworkPlugin, "The name of the network plugin: cni, or empty for Docker's default bridge network.")
+	fs.StringVar(&o.CNIBinDir, "cni-bin-dir", o.CNIBinDir, "A comma-separated list of full paths of directories in which to search for CNI plugin binaries.")
+	fs.StringVar(&o.CNIConfDir, "cni-conf-dir", o.CNIConfDir, "The full path of the directory in which to search for CNI config files.")
+	fs.StringVar(&o.CNICacheDir, "cni-cache-dir", o.CNICacheDir, "The full path of the directory in which CNI should store cache files.")
+	fs.Int32Var(&o.NetworkPluginMTU, "network-plugin-mtu", o.NetworkPluginMTU, "The MTU to be passed to the network plugin, to override the default (0 = default).")
+	fs.StringVar(&o.HairpinMode, "hairpin-mode", o.HairpinMode, "The mode of hairpin to use: none, promiscuous-bridge or hairpin-veth.")
+	fs.StringVar(&o.PodCIDR, "pod-cidr", o.PodCIDR, "The CIDR to use for pod IP addresses, only used in standalone mode.")
+	fs.BoolVar(&o.IPv6DualStack, "ipv6-dual-stack", o.IPv6DualStack, "Enable IPv6 dual stack support.")
+	fs.DurationVar(&o.ImagePullProgressDeadline, "image-pull-progress-deadline", o.ImagePullProgressDeadline, "If no pulling progress is made before this deadline, the image pulling will be cancelled.")
+	fs.DurationVar(&o.RuntimeRequestTimeout, "runtime-request-timeout", o.RuntimeRequestTimeout, "If no runtime progress is made before this deadline, the operation will be cancelled (0 = 2m minus 1s).")
+	fs.StringVar(&o.StreamingBindAddr, "streaming-bind-addr", o.StreamingBindAddr, "The address to bind the CRI streaming server to. If not specified, it will bind to all addresses.")
+	fs.StringVar(&o.RuntimeCgroups, "runtime-cgroups", o.RuntimeCgroups, "Optional absolute name of cgroups to create and run the runtime in.")
+	fs.StringVar(&o.LogLevel, "log-level", o.LogLevel, "The log level: panic, fatal, error, warn, info, debug or trace.")
+	fs.StringSliceVar(&o.PinnedImages, "pinned-images", o.PinnedImages, "Images that image garbage collection must keep: repo:tag, repo@digest, a bare repo (every tag), prefix* or *keyword*. Repeatable, comma-separated.")
+	fs.StringSliceVar(&o.PinnedImageLabels, "pinned-image-labels", o.PinnedImageLabels, "Pin images whose image config has one of these labels: key or key=value. Repeatable, comma-separated.")
+	fs.StringVar(&o.PinnedImagesFile, "pinned-images-file", o.PinnedImagesFile, "A file of pin patterns, one per line (# comments); re-read on SIGHUP.")
+	fs.BoolVar(&o.PinFromConfigLabels, "pin-from-config-labels", o.PinFromConfigLabels, "Pin images whose image config has the label io.cri-containerd.pinned=pinned.")
+	fs.BoolVar(&o.ShowVersion, "version", false, "Prints the version of cri-dockerd.")
+	fs.BoolVar(&o.ShowBuildInfo, "buildinfo", false, "Prints the build information about cri-dockerd.")
+	fs.BoolVarP(&o.ShowHelp, "help", "h", false, "Help for cri-dockerd.")
+	return fs
+}
+
+// Validate checks every option and returns all problems at once.
+func (o *Options) Validate() error {
+	var errs []error
+	if _, err := parseEndpoint(o.RuntimeEndpoint); err != nil {
+		errs = append(errs, fmt.Errorf("--container-runtime-endpoint: %w", err))
+	}
+	if o.DockerEndpoint == "" {
+		errs = append(errs, errors.New("--docker-endpoint must not be empty"))
+	}
+	switch o.NetworkPlugin {
+	case "", "cni", "kubenet":
+	default:
+		errs = append(errs, fmt.Errorf("--network-plugin %q: must be cni, kubenet or empty", o.NetworkPlugin))
+	}
+	switch o.HairpinMode {
+	case "none", "promiscuous-bridge", "hairpin-veth":
+	default:
+		errs = append(errs, fmt.Errorf("--hairpin-mode %q: must be none, promiscuous-bridge or hairpin-veth", o.HairpinMode))
+	}
+	if _, err := logrus.ParseLevel(o.LogLevel); err != nil {
+		errs = append(errs, fmt.Errorf("--log-level %q: must be one of panic, fatal, error, warn, info, debug, trace", o.LogLevel))
+	}
+	if o.ImagePullProgressDeadline < 0 || o.RuntimeRequestTimeout < 0 {
+		errs = append(errs, errors.New("--image-pull-progress-deadline and --runtime-request-timeout must not be negative"))
+	}
+	if strings.TrimSpace(o.SandboxImage) == "" {
+		errs = append(errs, errors.New("--pod-infra-container-image must not be empty"))
+	}
+	if err := o.pinningConfig().Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// requestTimeout is the effective --runtime-request-timeout.
+func (o *Options) requestTimeout() time.Duration {
+	if o.RuntimeRequestTimeout == 0 {
+		return DefaultRuntimeRequestTimeout
+	}
+	return o.RuntimeRequestTimeout
+}
+
+func (o *Options) pinningConfig() pinning.Config {
+	c := pinning.DefaultConfig()
+	c.SandboxImage = o.SandboxImage
+	c.ConfigLabels = o.PinFromConfigLabels
+	c.Patterns = o.PinnedImages
+	c.LabelSelectors = o.PinnedImageLabels
+	c.PinsFile = o.PinnedImagesFile
+	return c
+}
