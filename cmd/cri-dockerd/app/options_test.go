@@ -1,0 +1,124 @@
+package app
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+
+	"gotest.tools/v3/assert"
+	is "gotest.tools/v3/assert/cmp"
+)
+
+// TestUpstreamFlagDefaults pins every upstream flag name and default (upstream-facts.md):
+// a drop-in binary must start under an existing systemd unit.
+func TestUpstreamFlagDefaults(t *testing.T) {
+	opts := DefaultOptions()
+	fs := opts.flagSet()
+	want := map[string]string{
+		"container-runtime-endpoint":   "unix:///var/run/cri-dockerd.sock",
+		"docker-endpoint":              "unix:///var/run/docker.sock",
+		"cri-dockerd-root-directory":   "/var/lib/cri-dockerd",
+		"pod-infra-container-image":    "registry.k8s.io/pause:3.10",
+		"network-plugin":               "cni",
+		"cni-bin-dir":                  "/opt/cni/bin",
+		"cni-conf-dir":                 "/etc/cni/net.d",
+		"cni-cache-dir":                "/var/lib/cni/cache",
+		"network-plugin-mtu":           "0",
+		"hairpin-mode":                 "none",
+		"pod-cidr":                     "",
+		"ipv6-dual-stack":              "false",
+		"image-pull-progress-deadline": "1m0s",
+		"runtime-request-timeout":      "0s",
+		"streaming-bind-addr":          "",
+		"runtime-cgroups":              "",
+		"log-level":                    "info",
+		"version":                      "false",
+		"buildinfo":                    "false",
+		"help":                         "false",
+		"pinned-images":                "[]",
+		"pinned-image-labels":          "[]",
+		"pinned-images-file":           "",
+		"pin-from-config-labels":       "true",
+	}
+	for name, def := range want {
+		f := fs.Lookup(name)
+		if assert.Check(t, f != nil, "flag --%s missing", name) {
+			assert.Check(t, is.Equal(f.DefValue, def), "--%s", name)
+		}
+	}
+	assert.Equal(t, fs.ShorthandLookup("h").Name, "help")
+	assert.Equal(t, opts.requestTimeout(), 2*time.Minute-time.Second)
+}
+
+func TestParseFlagsAndValidate(t *testing.T) {
+	opts := DefaultOptions()
+	fs := opts.flagSet()
+	assert.NilError(t, fs.Parse([]string{
+		"--network-plugin=", "--pinned-images", "a:1,b*", "--pinned-images", "*c*",
+		"--pinned-image-labels=team=infra", "--runtime-request-timeout=30s",
+	}))
+	assert.NilError(t, opts.Validate())
+	assert.DeepEqual(t, opts.PinnedImages, []string{"a:1", "b*", "*c*"})
+	assert.Equal(t, opts.NetworkPlugin, "")
+	assert.Equal(t, opts.requestTimeout(), 30*time.Second)
+	assert.DeepEqual(t, opts.pinningConfig().Patterns, []string{"a:1", "b*", "*c*"})
+}
+
+func TestValidateNamesEveryProblem(t *testing.T) {
+	opts := DefaultOptions()
+	opts.RuntimeEndpoint = "npipe:////./pipe/x"
+	opts.NetworkPlugin = "flannel"
+	opts.HairpinMode = "sideways"
+	opts.LogLevel = "loud"
+	opts.PinnedImages = []string{"ok:1", "bad*pattern*here"}
+	err := opts.Validate()
+	for _, want := range []string{"--container-runtime-endpoint", "flannel", "sideways", "loud", "bad*pattern*here"} {
+		assert.Check(t, is.ErrorContains(err, want))
+	}
+}
+
+func TestParseEndpoint(t *testing.T) {
+	tests := []struct {
+		in      string
+		want    endpoint
+		wantErr string
+	}{
+		{in: "unix:///var/run/cri-dockerd.sock", want: endpoint{scheme: "unix", addr: "/var/run/cri-dockerd.sock"}},
+		{in: "tcp://127.0.0.1:9000", want: endpoint{scheme: "tcp", addr: "127.0.0.1:9000"}},
+		{in: "fd://", want: endpoint{scheme: "fd"}},
+		{in: "unix://", wantErr: "no socket path"},
+		{in: "tcp://", wantErr: "no host:port"},
+		{in: "http://x", wantErr: "scheme must be"},
+	}
+	for _, tc := range tests {
+		got, err := parseEndpoint(tc.in)
+		if tc.wantErr != "" {
+			assert.Check(t, is.ErrorContains(err, tc.wantErr), tc.in)
+			continue
+		}
+		assert.NilError(t, err, tc.in)
+		assert.Equal(t, got, tc.want)
+	}
+}
+
+func TestMainPrintsAndRejects(t *testing.T) {
+	var out, errOut bytes.Buffer
+	assert.Equal(t, Main([]string{"--version"}, &out, &errOut), 0)
+	assert.Check(t, strings.HasPrefix(out.String(), "cri-dockerd "))
+	out.Reset()
+	assert.Equal(t, Main([]string{"--buildinfo"}, &out, &errOut), 0)
+	assert.Check(t, is.Contains(out.String(), "Go version:"))
+	out.Reset()
+	assert.Equal(t, Main([]string{"--help"}, &out, &errOut), 0)
+	assert.Check(t, is.Contains(out.String(), "--pinned-images"))
+	assert.Equal(t, Main([]string{"--no-such-flag"}, &out, &errOut), 2)
+	errOut.Reset()
+	assert.Equal(t, Main([]string{"--hairpin-mode=bad"}, &out, &errOut), 2)
+	assert.Check(t, is.Contains(errOut.String(), "--hairpin-mode"))
+	errOut.Reset()
+	// No engine there: a clear error and exit code 1, never a panic.
+	sock := "unix://" + t.TempDir() + "/none.sock"
+	assert.Equal(t, Main([]string{"--docker-endpoint", sock, "--container-runtime-endpoint", "unix://" + t.TempDir() + "/cri.sock"}, &out, &errOut), 1)
+	assert.Check(t, is.Contains(errOut.String(), "docker engine at "+sock))
+}
