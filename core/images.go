@@ -20,7 +20,7 @@ func imageRef(spec *runtimeapi.ImageSpec) (string, error) {
 	}
 	ref := spec.Image
 	if _, err := reference.ParseAnyReference(ref); err != nil {
-		return "", fmt.Errorf("invalid image reference %q: %v: %w", ref, err, cerrdefs.ErrInvalidArgument)
+		return "", fmt.Errorf("invalid image reference %q: %w: %w", ref, err, cerrdefs.ErrInvalidArgument)
 	}
 	return ref, nil
 }

@@ -34,10 +34,8 @@ func classify(op string, err error) error {
 	case client.IsErrConnectionFailed(err), errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ENOENT):
 		return &kindError{kind: cerrdefs.ErrUnavailable, msg: msg, cause: err}
 	}
-	if kind := cerrdefs.Resolve(err); kind != cerrdefs.ErrUnknown {
-		return &kindError{kind: kind, msg: msg, cause: err}
-	}
-	return &kindError{kind: cerrdefs.ErrUnknown, msg: msg, cause: err}
+	// The SDK already types HTTP errors with errdefs kinds; Resolve gives ErrUnknown otherwise.
+	return &kindError{kind: cerrdefs.Resolve(err), msg: msg, cause: err}
 }
 
 func contextKind(err error) error {
