@@ -1,0 +1,103 @@
+# hack/lib.sh — shared helpers for the hack/ scripts. Source it, don't run it:
+#   . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+# Gives log/die/wait_for/timed/spawn/stop_pidfile/ensure_apt, the pinned versions and
+# the cache paths DOCKPIN_CACHE, ENGINE_BIN, TOOLS_BIN (all overridable from the environment).
+# shellcheck shell=bash
+
+# shellcheck disable=SC2034 # used by the scripts that source this file
+HACK_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+
+# Pinned versions (go list -m -versions <module> lists the alternatives).
+: "${MOBY_VERSION:=v2.0.0-beta.24}"        # github.com/moby/moby/v2
+: "${DOCKER_VERSION_STRING:=29.8.1}"       # what that dockerd reports as ServerVersion
+: "${CONTAINERD_VERSION:=v2.4.2}"          # github.com/containerd/containerd/v2
+: "${RUNC_VERSION:=v1.5.3}"                # github.com/opencontainers/runc
+: "${CRICTL_VERSION:=v1.37.0}"             # sigs.k8s.io/cri-tools
+: "${REGISTRY_VERSION:=v3.1.2}"            # github.com/distribution/distribution/v3
+: "${GOLANGCI_LINT_VERSION:=v2.15.0}"      # github.com/golangci/golangci-lint/v2
+
+: "${DOCKPIN_CACHE:=/var/cache/dockpin}"
+: "${ENGINE_BIN:=$DOCKPIN_CACHE/engine/moby-${MOBY_VERSION}_containerd-${CONTAINERD_VERSION}_runc-${RUNC_VERSION}/bin}"
+: "${TOOLS_BIN:=$DOCKPIN_CACHE/tools/bin}"
+export DOCKPIN_CACHE ENGINE_BIN TOOLS_BIN
+
+export GOFLAGS=-modcacherw GOTOOLCHAIN=local
+if ! command -v go >/dev/null 2>&1 && [[ -x /usr/local/go/bin/go ]]; then
+  PATH=/usr/local/go/bin:$PATH
+fi
+
+log() { printf '[%(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
+die() { log "ERROR: $*"; exit 1; }
+
+# timed CMD... — run CMD and log how long it took.
+timed() {
+  local t0=$SECONDS rc=0
+  "$@" || rc=$?
+  log "took $((SECONDS - t0))s (rc=$rc): $*"
+  return "$rc"
+}
+
+# wait_for SECONDS CMD... — retry CMD (quietly) every 0.2 s until it succeeds or time runs out.
+wait_for() {
+  local deadline=$((SECONDS + $1))
+  shift
+  until "$@" >/dev/null 2>&1; do
+    ((SECONDS < deadline)) || return 1
+    sleep 0.2
+  done
+}
+
+# spawn PIDFILE LOGFILE CMD... — start CMD detached in its own session; its pid goes to PIDFILE
+# (written by the process itself before exec, so it is right whether or not setsid forks).
+# PIDFILE "" means CMD writes its own.
+spawn() {
+  local pidfile=$1 logfile=$2
+  shift 2
+  # shellcheck disable=SC2016 # $$ and $@ are for the inner shell
+  setsid bash -c '[[ -z $1 ]] || echo $$ >"$1"; shift; exec "$@"' spawn "$pidfile" "$@" \
+    >>"$logfile" 2>&1 </dev/null &
+}
+
+# pid_gone PID — the process has exited (a zombie waiting to be reaped counts as gone).
+pid_gone() { ! kill -0 "$1" 2>/dev/null || [[ $(ps -o stat= -p "$1") == Z* ]]; }
+
+# pid_alive PIDFILE — true if PIDFILE names a running process.
+pid_alive() {
+  local pid
+  [[ -f $1 ]] && pid=$(<"$1") && [[ $pid =~ ^[0-9]+$ ]] && ! pid_gone "$pid"
+}
+
+# stop_pidfile PIDFILE NAME [SECONDS] — TERM the process, wait, then KILL; removes PIDFILE.
+stop_pidfile() {
+  local pidfile=$1 name=$2 secs=${3:-30} pid
+  if pid_alive "$pidfile"; then
+    pid=$(<"$pidfile")
+    log "stopping $name (pid $pid)"
+    kill -TERM "$pid" 2>/dev/null || true
+    if ! wait_for "$secs" pid_gone "$pid"; then
+      log "$name (pid $pid) still running after ${secs}s, sending KILL"
+      kill -KILL "$pid" 2>/dev/null || true
+      wait_for 10 pid_gone "$pid" || die "$name (pid $pid) does not die"
+    fi
+  fi
+  rm -f "$pidfile"
+}
+
+# ensure_apt PKG... — apt-get install the packages that are not installed yet.
+ensure_apt() {
+  local missing=() p
+  for p in "$@"; do
+    dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+  done
+  ((${#missing[@]})) || return 0
+  log "apt: installing ${missing[*]}"
+  if [[ -z ${DOCKPIN_APT_UPDATED:-} ]]; then
+    DEBIAN_FRONTEND=noninteractive apt-get update -qq >&2
+    DOCKPIN_APT_UPDATED=1
+  fi
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+}
+
+# Packages the test stack needs on the host.
+# shellcheck disable=SC2034
+STACK_APT_PACKAGES=(libseccomp-dev pkg-config gcc libc6-dev jq curl socat iproute2 containernetworking-plugins)
