@@ -1,0 +1,284 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"gotest.tools/v3/assert"
+	"gotest.tools/v3/poll"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// stack is the engine (and registry) that TestMain started for this run.
+type stack struct {
+	root       string // repository root
+	store      string // classic or containerd
+	stackDir   string
+	dockerHost string
+	binary     string // our cri-dockerd
+	crictl     string
+	registry   string // host:port of the local registry
+}
+
+// The suite's one engine stack, started by TestMain (test-only process state).
+var env stack
+
+func TestMain(m *testing.M) {
+	os.Exit(runMain(m))
+}
+
+func runMain(m *testing.M) int {
+	root, err := filepath.Abs("..")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	env = stack{
+		root:     root,
+		store:    envOr("E2E_STORE", "classic"),
+		binary:   envOr("CRI_DOCKERD_BIN", filepath.Join(root, "_output", "cri-dockerd")),
+		registry: envOr("REGISTRY_ADDR", "127.0.0.1:5000"),
+	}
+	env.stackDir = envOr("STACK_DIR", "/tmp/dockpin-e2e-"+env.store)
+	env.dockerHost = "unix://" + filepath.Join(env.stackDir, "docker.sock")
+	if env.crictl, err = hackOutput("install-tools.sh", "crictl", "registry"); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	env.crictl = filepath.Join(env.crictl, "crictl")
+	if os.Getenv("E2E_KEEP") != "1" {
+		// A clean engine for every run: no images left over from an earlier one.
+		if _, err := hackOutput("engine.sh", "stop"); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		if err := os.RemoveAll(env.stackDir); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+	}
+	for _, step := range [][]string{{"engine.sh", "start"}, {"registry.sh", "start"}} {
+		if _, err := hackOutput(step...); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+	}
+	if os.Getenv("E2E_KEEP") != "1" {
+		defer func() { _, _ = hackOutput("engine.sh", "stop") }()
+	}
+	fmt.Printf("e2e: store=%s engine=%s binary=%s\n", env.store, env.dockerHost, env.binary)
+	return m.Run()
+}
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}
+
+// hackOutput runs a hack/ script with this run's store settings and returns its last stdout line.
+func hackOutput(args ...string) (string, error) {
+	cmd := exec.Command("bash", append([]string{filepath.Join(env.root, "hack", args[0])}, args[1:]...)...)
+	cmd.Env = append(os.Environ(), "STORE="+env.store, "STACK_DIR="+env.stackDir, "REGISTRY_ADDR="+env.registry)
+	var out bytes.Buffer
+	cmd.Stdout = &out
+	cmd.Stderr = os.Stderr
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("hack/%s: %w", strings.Join(args, " "), err)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	return lines[len(lines)-1], nil
+}
+
+// docker runs the docker CLI against the test engine.
+func docker(t testing.TB, args ...string) string {
+	t.Helper()
+	out, err := dockerErr(nil, args...)
+	assert.NilError(t, err)
+	return out
+}
+
+func dockerErr(stdin []byte, args ...string) (string, error) {
+	cmd := exec.Command("docker", append([]string{"-H", env.dockerHost}, args...)...)
+	if stdin != nil {
+		cmd.Stdin = bytes.NewReader(stdin)
+	}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return string(out), fmt.Errorf("docker %s: %w: %s", strings.Join(args, " "), err, out)
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+// importImage makes a one-file image tagged tag with config labels ("k=v"), offline,
+// and returns its engine ID. Every call makes a distinct image.
+func importImage(t testing.TB, tag string, labels ...string) string {
+	t.Helper()
+	args := []string{"import"}
+	for _, l := range labels {
+		args = append(args, "-c", "LABEL "+l)
+	}
+	args = append(args, "-", tag)
+	_, err := dockerErr(rootfsTar(t, tag), args...)
+	assert.NilError(t, err)
+	return imageID(t, tag)
+}
+
+func imageID(t testing.TB, ref string) string {
+	t.Helper()
+	return docker(t, "image", "inspect", "--format", "{{.ID}}", ref)
+}
+
+// rootfsTar is a tar with one file whose content is unique to this call.
+func rootfsTar(t testing.TB, name string) []byte {
+	t.Helper()
+	nonce := make([]byte, 8)
+	_, _ = rand.Read(nonce)
+	body := []byte(name + " " + hex.EncodeToString(nonce) + "\n")
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	assert.NilError(t, tw.WriteHeader(&tar.Header{Name: "etc/", Typeflag: tar.TypeDir, Mode: 0o755}))
+	assert.NilError(t, tw.WriteHeader(&tar.Header{Name: "etc/image-name", Mode: 0o644, Size: int64(len(body))}))
+	_, err := tw.Write(body)
+	assert.NilError(t, err)
+	assert.NilError(t, tw.Close())
+	return buf.Bytes()
+}
+
+// shim is our cri-dockerd binary running on a private socket.
+type shim struct {
+	endpoint string
+	logPath  string
+	cmd      *exec.Cmd
+	rt       runtimeapi.RuntimeServiceClient
+	img      runtimeapi.ImageServiceClient
+}
+
+// startShim starts our binary against the test engine with extra flags; it is stopped
+// with SIGTERM when the test ends.
+func startShim(t testing.TB, flags ...string) *shim {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "shim")
+	assert.NilError(t, err)
+	s := &shim{endpoint: "unix://" + filepath.Join(dir, "cri.sock"), logPath: filepath.Join(dir, "cri-dockerd.log")}
+	args := append([]string{
+		"--container-runtime-endpoint", s.endpoint,
+		"--docker-endpoint", env.dockerHost,
+		"--cri-dockerd-root-directory", filepath.Join(dir, "root"),
+		"--network-plugin", "",
+		"--log-level", "debug",
+	}, flags...)
+	logf, err := os.Create(s.logPath)
+	assert.NilError(t, err)
+	s.cmd = exec.Command(env.binary, args...)
+	s.cmd.Stdout, s.cmd.Stderr = logf, logf
+	assert.NilError(t, s.cmd.Start())
+	t.Cleanup(func() {
+		_ = s.cmd.Process.Signal(syscall.SIGTERM)
+		_ = s.cmd.Wait()
+		_ = logf.Close()
+		if t.Failed() {
+			b, _ := os.ReadFile(s.logPath)
+			t.Logf("cri-dockerd log:\n%s", lastLines(string(b), 60))
+		}
+		_ = os.RemoveAll(dir)
+	})
+	conn, err := grpc.NewClient(s.endpoint, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	assert.NilError(t, err)
+	t.Cleanup(func() { _ = conn.Close() })
+	s.rt, s.img = runtimeapi.NewRuntimeServiceClient(conn), runtimeapi.NewImageServiceClient(conn)
+	poll.WaitOn(t, func(poll.LogT) poll.Result {
+		if s.cmd.ProcessState != nil {
+			return poll.Error(fmt.Errorf("cri-dockerd exited: %s", s.cmd.ProcessState))
+		}
+		if _, err := s.rt.Version(context.Background(), &runtimeapi.VersionRequest{}); err != nil {
+			return poll.Continue("not serving yet: %v", err)
+		}
+		return poll.Success()
+	}, poll.WithTimeout(30*time.Second), poll.WithDelay(100*time.Millisecond))
+	return s
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(s, "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+func (s *shim) signal(t testing.TB, sig syscall.Signal) {
+	t.Helper()
+	assert.NilError(t, s.cmd.Process.Signal(sig))
+}
+
+func (s *shim) log(t testing.TB) string {
+	t.Helper()
+	b, err := os.ReadFile(s.logPath)
+	assert.NilError(t, err)
+	return string(b)
+}
+
+// crictl runs crictl against the shim.
+func (s *shim) crictl(t testing.TB, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(env.crictl, append([]string{"--runtime-endpoint", s.endpoint, "--image-endpoint", s.endpoint, "--timeout", "60s"}, args...)...)
+	cmd.Env = append(os.Environ(), "CRI_CONFIG_FILE=/dev/null")
+	out, err := cmd.CombinedOutput()
+	assert.NilError(t, err, "crictl %s: %s", strings.Join(args, " "), out)
+	return string(out)
+}
+
+// crictlImage is one image of `crictl images -o json`.
+type crictlImage struct {
+	ID          string   `json:"id"`
+	RepoTags    []string `json:"repoTags"`
+	RepoDigests []string `json:"repoDigests"`
+	Size        string   `json:"size"`
+	Pinned      bool     `json:"pinned"`
+}
+
+// crictlImages returns `crictl images -o json` by image ID.
+func (s *shim) crictlImages(t testing.TB) map[string]crictlImage {
+	t.Helper()
+	var out struct {
+		Images []crictlImage `json:"images"`
+	}
+	raw := s.crictl(t, "images", "-o", "json")
+	assert.NilError(t, json.Unmarshal([]byte(raw), &out), raw)
+	byID := map[string]crictlImage{}
+	for _, img := range out.Images {
+		byID[img.ID] = img
+	}
+	return byID
+}
+
+// listPinned returns ListImages' pinned state by image ID through the gRPC client.
+func (s *shim) listPinned(ctx context.Context) (map[string]bool, error) {
+	resp, err := s.img.ListImages(ctx, &runtimeapi.ListImagesRequest{})
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]bool, len(resp.Images))
+	for _, img := range resp.Images {
+		out[img.Id] = img.Pinned
+	}
+	return out, nil
+}

@@ -1,0 +1,118 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"gotest.tools/v3/assert"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+func spec(ref string) *runtimeapi.ImageSpec { return &runtimeapi.ImageSpec{Image: ref} }
+
+func TestPullImageFromLocalRegistry(t *testing.T) {
+	s := startShim(t)
+	ctx := context.Background()
+	ref := env.registry + "/" + env.store + "/pull-me:1"
+	importImage(t, ref)
+	docker(t, "push", "-q", ref)
+	docker(t, "rmi", ref)
+
+	resp, err := s.img.PullImage(ctx, &runtimeapi.PullImageRequest{Image: spec(ref)})
+	assert.NilError(t, err)
+	list, err := s.img.ListImages(ctx, &runtimeapi.ListImagesRequest{Filter: &runtimeapi.ImageFilter{Image: spec(ref)}})
+	assert.NilError(t, err)
+	assert.Equal(t, len(list.Images), 1)
+	assert.Equal(t, resp.ImageRef, list.Images[0].Id, "PullImage must return the id that ListImages reports")
+	st, err := s.img.ImageStatus(ctx, &runtimeapi.ImageStatusRequest{Image: spec(resp.ImageRef)})
+	assert.NilError(t, err)
+	assert.Equal(t, st.Image.Id, resp.ImageRef)
+
+	// crictl pull goes through the same RPC.
+	docker(t, "rmi", ref)
+	out := s.crictl(t, "pull", ref)
+	assert.Check(t, strings.Contains(out, resp.ImageRef), out)
+}
+
+func TestPullImageRegistryUnavailable(t *testing.T) {
+	s := startShim(t)
+	// Port 1 on loopback: nothing listens there, so the connection is refused at once.
+	_, err := s.img.PullImage(context.Background(), &runtimeapi.PullImageRequest{Image: spec("127.0.0.1:1/nothing/here:1")})
+	assert.Assert(t, err != nil)
+	msg := status.Convert(err).Message()
+	assert.Check(t, strings.HasPrefix(msg, "RegistryUnavailable"), "message %q must start with kubelet's ErrRegistryUnavailable", msg)
+	assert.Equal(t, status.Code(err), codes.Unavailable)
+}
+
+func TestImageServiceBadInput(t *testing.T) {
+	s := startShim(t)
+	ctx := context.Background()
+	for _, ref := range []string{"", "Upper:1", "a@@b", "busybox:bad tag", "-leading-dash"} {
+		_, err := s.img.ImageStatus(ctx, &runtimeapi.ImageStatusRequest{Image: spec(ref)})
+		assert.Check(t, status.Code(err) == codes.InvalidArgument, "ImageStatus(%q): %v", ref, err)
+		_, err = s.img.PullImage(ctx, &runtimeapi.PullImageRequest{Image: spec(ref)})
+		assert.Check(t, status.Code(err) == codes.InvalidArgument, "PullImage(%q): %v", ref, err)
+		_, err = s.img.RemoveImage(ctx, &runtimeapi.RemoveImageRequest{Image: spec(ref)})
+		assert.Check(t, status.Code(err) == codes.InvalidArgument, "RemoveImage(%q): %v", ref, err)
+	}
+	_, err := s.img.ImageStatus(ctx, &runtimeapi.ImageStatusRequest{})
+	assert.Check(t, status.Code(err) == codes.InvalidArgument)
+	assert.Check(t, strings.Contains(status.Convert(err).Message(), "image reference is empty"), err)
+
+	st, err := s.img.ImageStatus(ctx, &runtimeapi.ImageStatusRequest{Image: spec("e2e/never-existed:1")})
+	assert.NilError(t, err)
+	assert.Check(t, st.Image == nil, "ImageStatus of an unknown image must be empty, got %v", st.Image)
+	_, err = s.img.RemoveImage(ctx, &runtimeapi.RemoveImageRequest{Image: spec("e2e/never-existed:1")})
+	assert.NilError(t, err, "RemoveImage of an unknown image must succeed")
+}
+
+func TestRemoveImage(t *testing.T) {
+	s := startShim(t, "--pinned-images", "e2e/remove-pinned")
+	ctx := context.Background()
+	multi := importImage(t, "e2e/remove-multi:1")
+	docker(t, "tag", "e2e/remove-multi:1", "e2e/remove-multi:2")
+	pinned := importImage(t, "e2e/remove-pinned:1")
+
+	for _, ref := range []string{multi, "e2e/remove-pinned:1"} {
+		_, err := s.img.RemoveImage(ctx, &runtimeapi.RemoveImageRequest{Image: spec(ref)})
+		assert.NilError(t, err, ref)
+		_, err = s.img.RemoveImage(ctx, &runtimeapi.RemoveImageRequest{Image: spec(ref)})
+		assert.NilError(t, err, "second removal of %s must succeed", ref)
+	}
+	got, err := s.listPinned(ctx)
+	assert.NilError(t, err)
+	_, stillMulti := got[multi]
+	_, stillPinned := got[pinned]
+	assert.Check(t, !stillMulti, "image with two tags not removed by ID")
+	assert.Check(t, !stillPinned, "a pinned image must still be removed when asked")
+	assert.Check(t, strings.Contains(s.log(t), "removing pinned image as requested"))
+}
+
+func TestVersionAndStatus(t *testing.T) {
+	s := startShim(t, "--pinned-images", "e2e/status-*")
+	ctx := context.Background()
+	v, err := s.rt.Version(ctx, &runtimeapi.VersionRequest{})
+	assert.NilError(t, err)
+	assert.Equal(t, v.RuntimeName, "docker")
+	assert.Equal(t, v.RuntimeApiVersion, "v1")
+	assert.Equal(t, v.RuntimeVersion, strings.TrimSpace(docker(t, "version", "--format", "{{.Server.Version}}")))
+
+	st, err := s.rt.Status(ctx, &runtimeapi.StatusRequest{Verbose: true})
+	assert.NilError(t, err)
+	for _, c := range st.Status.Conditions {
+		assert.Check(t, c.Status, "condition %s: %s", c.Type, c.Message)
+	}
+	assert.Check(t, strings.Contains(st.Info["pinning"], "e2e/status-*"), st.Info["pinning"])
+	info := s.crictl(t, "info")
+	assert.Check(t, strings.Contains(info, "e2e/status-*"), info)
+
+	fs, err := s.img.ImageFsInfo(ctx, &runtimeapi.ImageFsInfoRequest{})
+	assert.NilError(t, err)
+	assert.Assert(t, len(fs.ImageFilesystems) == 1)
+	assert.Check(t, fs.ImageFilesystems[0].UsedBytes.Value > 0)
+}

@@ -1,0 +1,64 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"gotest.tools/v3/assert"
+	"gotest.tools/v3/poll"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// TestEngineOutage stops dockerd under a running shim: calls give Unavailable, and
+// they succeed again once the engine is back, without restarting the shim.
+func TestEngineOutage(t *testing.T) {
+	s := startShim(t)
+	ctx := context.Background()
+	importImage(t, "e2e/outage:1")
+	_, err := s.img.ListImages(ctx, &runtimeapi.ListImagesRequest{})
+	assert.NilError(t, err)
+
+	_, err = hackOutput("engine.sh", "stop-dockerd")
+	assert.NilError(t, err)
+	restarted := false
+	defer func() {
+		if !restarted {
+			_, _ = hackOutput("engine.sh", "start-dockerd")
+		}
+	}()
+	calls := map[string]error{}
+	_, calls["ListImages"] = s.img.ListImages(ctx, &runtimeapi.ListImagesRequest{})
+	_, calls["ImageStatus"] = s.img.ImageStatus(ctx, &runtimeapi.ImageStatusRequest{Image: spec("e2e/outage:1")})
+	_, calls["PullImage"] = s.img.PullImage(ctx, &runtimeapi.PullImageRequest{Image: spec("e2e/outage:1")})
+	_, calls["RemoveImage"] = s.img.RemoveImage(ctx, &runtimeapi.RemoveImageRequest{Image: spec("e2e/outage:1")})
+	_, calls["ImageFsInfo"] = s.img.ImageFsInfo(ctx, &runtimeapi.ImageFsInfoRequest{})
+	_, calls["Version"] = s.rt.Version(ctx, &runtimeapi.VersionRequest{})
+	for rpc, err := range calls {
+		assert.Check(t, status.Code(err) == codes.Unavailable, "%s with the engine down: %v", rpc, err)
+	}
+	st, err := s.rt.Status(ctx, &runtimeapi.StatusRequest{})
+	assert.NilError(t, err)
+	assert.Check(t, !st.Status.Conditions[0].Status, "RuntimeReady must be false with the engine down")
+
+	_, err = hackOutput("engine.sh", "start-dockerd")
+	assert.NilError(t, err)
+	restarted = true
+	poll.WaitOn(t, func(poll.LogT) poll.Result {
+		resp, err := s.img.ListImages(ctx, &runtimeapi.ListImagesRequest{})
+		if err != nil {
+			return poll.Continue("ListImages after restart: %v", err)
+		}
+		if len(resp.Images) == 0 {
+			return poll.Continue("no images yet")
+		}
+		return poll.Success()
+	}, poll.WithTimeout(60*time.Second))
+	st2, err := s.img.ImageStatus(ctx, &runtimeapi.ImageStatusRequest{Image: spec("e2e/outage:1")})
+	assert.NilError(t, err)
+	assert.Check(t, st2.Image != nil)
+}
