@@ -68,7 +68,8 @@ start() {
     --cri-dockerd-root-directory "$DEMO_DIR/root" --network-plugin "" \
     --pinned-images 'dockpin-demo/by-pattern*' --pinned-image-labels team=infra \
     --pinned-images-file "$DEMO_DIR/pins"
-  local crictl=("$crictl_dir/crictl" --runtime-endpoint "unix://$CRI_SOCK" --image-endpoint "unix://$CRI_SOCK")
+  printf 'runtime-endpoint: unix://%s\nimage-endpoint: unix://%s\ntimeout: 60\n' "$CRI_SOCK" "$CRI_SOCK" >"$DEMO_DIR/crictl.yaml"
+  local crictl=("$crictl_dir/crictl" --config "$DEMO_DIR/crictl.yaml")
   wait_for 30 "${crictl[@]}" version || { tail -n 20 "$DEMO_DIR/cri-dockerd.log" >&2; die "cri-dockerd did not start"; }
   echo "\$ crictl images -o json"
   "${crictl[@]}" images -o json
