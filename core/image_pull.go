@@ -20,6 +20,10 @@ func (s *Service) PullImage(ctx context.Context, req *runtimeapi.PullImageReques
 	}
 	opts := docker.PullOptions{Auth: criAuth(req.GetAuth()), ProgressDeadline: s.cfg.ImagePullProgressDeadline}
 	s.logger(ctx).WithField("image", ref).Info("pulling image")
+	restorePin := func(context.Context) {}
+	if s.cfg.PinKeeper != nil {
+		restorePin = s.cfg.PinKeeper.KeepPin(ctx, ref)
+	}
 	if err := s.docker.PullImage(ctx, ref, opts); err != nil {
 		if errors.Is(err, docker.ErrRegistryUnreachable) {
 			// kubelet recognises this prefix and reports the registry as unavailable.
@@ -27,6 +31,7 @@ func (s *Service) PullImage(ctx context.Context, req *runtimeapi.PullImageReques
 		}
 		return nil, err
 	}
+	restorePin(ctx)
 	img, err := s.docker.InspectImage(ctx, ref)
 	if err != nil {
 		return nil, fmt.Errorf("inspect pulled image %s: %w", ref, err)

@@ -59,3 +59,30 @@ type kindErr struct{ kind, cause error }
 
 func (e *kindErr) Error() string   { return fmt.Sprintf("pull: %v", e.cause) }
 func (e *kindErr) Unwrap() []error { return []error{e.kind, e.cause} }
+
+// fakeKeeper is a stateful PinKeeper: it remembers which refs were pinned before a
+// pull and which pins it put back.
+type fakeKeeper struct {
+	pinned   map[string]bool
+	restored []string
+}
+
+func (k *fakeKeeper) KeepPin(_ context.Context, ref string) func(context.Context) {
+	if !k.pinned[ref] {
+		return func(context.Context) {}
+	}
+	return func(context.Context) { k.restored = append(k.restored, ref) }
+}
+
+func TestPullImageKeepsPin(t *testing.T) {
+	svc, fake := newTestService(t, nil)
+	keeper := &fakeKeeper{pinned: map[string]bool{"app:1": true}}
+	svc.cfg.PinKeeper = keeper
+	fake.AddRemote("app:1", testImage(1))
+	fake.AddRemote("other:1", testImage(2))
+	ctx := context.Background()
+	for _, ref := range []string{"app:1", "other:1", "missing:1"} {
+		_, _ = svc.PullImage(ctx, &runtimeapi.PullImageRequest{Image: &runtimeapi.ImageSpec{Image: ref}})
+	}
+	assert.DeepEqual(t, keeper.restored, []string{"app:1"})
+}

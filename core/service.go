@@ -24,6 +24,14 @@ type Pinner interface {
 	Info() map[string]any
 }
 
+// PinKeeper keeps an image's pin across a pull that replaces its record's labels
+// (implemented by pinning.ContainerdSource).
+type PinKeeper interface {
+	// KeepPin is called before ref is pulled; the function it returns is called after
+	// a successful pull and puts back a pin the pull removed. It logs its own failures.
+	KeepPin(ctx context.Context, ref string) func(context.Context)
+}
+
 // Config is what the CRI service needs from the command line.
 type Config struct {
 	// NetworkPlugin is --network-plugin: "cni" or "" (Docker's default bridge).
@@ -34,6 +42,8 @@ type Config struct {
 	ImagePullProgressDeadline time.Duration
 	// Effective is the effective configuration, shown as JSON by verbose Status.
 	Effective any
+	// PinKeeper, when set, keeps pins across our own pulls.
+	PinKeeper PinKeeper
 }
 
 // Service implements the CRI RuntimeService and ImageService.

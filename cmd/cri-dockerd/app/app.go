@@ -78,23 +78,37 @@ func run(opts *Options, log *logrus.Logger) error {
 	}
 	defer client.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), startupTimeout)
+	defer cancel()
 	v, err := client.CheckVersion(ctx)
-	cancel()
 	if err != nil {
 		return fmt.Errorf("docker engine at %s: %w", opts.DockerEndpoint, err)
 	}
-	log.WithField("engine", v.Version).WithField("api", v.NegotiatedAPIVersion).Info("connected to docker engine")
+	info, err := client.Info(ctx)
+	if err != nil {
+		return fmt.Errorf("docker engine at %s: %w", opts.DockerEndpoint, err)
+	}
+	log.WithField("engine", v.Version).WithField("api", v.NegotiatedAPIVersion).
+		WithField("containerd_store", info.ContainerdStore).Info("connected to docker engine")
 
-	pins, err := pinning.New(opts.pinningConfig(), log.WithField("component", "pinning"))
+	pinLog := log.WithField("component", "pinning")
+	ctrdSource, ctrd := containerdPins(ctx, opts, info, pinLog)
+	if ctrd != nil {
+		defer ctrd.Close()
+	}
+	pins, err := pinning.New(opts.pinningConfig(), pinLog, ctrdSource)
 	if err != nil {
 		return err
 	}
-	svc := core.New(core.Config{
+	svcCfg := core.Config{
 		NetworkPlugin:             opts.NetworkPlugin,
 		CNIConfDir:                opts.CNIConfDir,
 		ImagePullProgressDeadline: opts.ImagePullProgressDeadline,
 		Effective:                 opts,
-	}, client, pins, log)
+	}
+	if ctrd != nil && opts.PreservePinOnPull {
+		svcCfg.PinKeeper = ctrd
+	}
+	svc := core.New(svcCfg, client, pins, log)
 
 	ep, _ := parseEndpoint(opts.RuntimeEndpoint) // validated before
 	lis, err := listen(ep)

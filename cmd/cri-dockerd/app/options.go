@@ -57,6 +57,20 @@ type Options struct {
 	PinnedImagesFile string `json:"pinnedImagesFile"`
 	// PinFromConfigLabels honours io.cri-containerd.pinned=pinned in image config labels.
 	PinFromConfigLabels bool `json:"pinFromConfigLabels"`
+	// PinFromContainerdLabels is auto (on when the engine uses the containerd image store), true or false.
+	PinFromContainerdLabels string `json:"pinFromContainerdLabels"`
+	// ContainerdAddress is the engine's containerd socket ("" = from /info, else well-known paths).
+	ContainerdAddress string `json:"containerdAddress"`
+	// ContainerdNamespace is the engine's containerd namespace ("" = from /info, else moby).
+	ContainerdNamespace string `json:"containerdNamespace"`
+	// PinDanglingRecords lets moby-dangling@ records pin their image.
+	PinDanglingRecords bool `json:"pinDanglingRecords"`
+	// PreservePinOnPull puts back a record's pin label that our own PullImage removed.
+	PreservePinOnPull bool `json:"preservePinOnPull"`
+	// PinSourceMaxStaleness is how long a failing source's last good pins are used (0 = until it recovers).
+	PinSourceMaxStaleness time.Duration `json:"pinSourceMaxStaleness"`
+	// ContainerdTimeout bounds each call to containerd.
+	ContainerdTimeout time.Duration `json:"containerdTimeout"`
 
 	// ShowVersion, ShowBuildInfo and ShowHelp print and exit.
 	ShowVersion   bool `json:"-"`
@@ -82,6 +96,9 @@ func DefaultOptions() Options {
 		ImagePullProgressDeadline: time.Minute,
 		LogLevel:                  "info",
 		PinFromConfigLabels:       true,
+		PinFromContainerdLabels:   "auto",
+		PreservePinOnPull:         true,
+		ContainerdTimeout:         2 * time.Second,
 	}
 }
 
@@ -110,6 +127,13 @@ func (o *Options) flagSet() *pflag.FlagSet {
 	fs.StringSliceVar(&o.PinnedImageLabels, "pinned-image-labels", o.PinnedImageLabels, "Pin images whose image config has one of these labels: key or key=value. Repeatable, comma-separated.")
 	fs.StringVar(&o.PinnedImagesFile, "pinned-images-file", o.PinnedImagesFile, "A file of pin patterns, one per line (# comments); re-read on SIGHUP.")
 	fs.BoolVar(&o.PinFromConfigLabels, "pin-from-config-labels", o.PinFromConfigLabels, "Pin images whose image config has the label io.cri-containerd.pinned=pinned.")
+	fs.StringVar(&o.PinFromContainerdLabels, "pin-from-containerd-labels", o.PinFromContainerdLabels, "Pin images whose record in the engine's containerd image store has io.cri-containerd.pinned=pinned: auto (when the engine uses the containerd image store), true or false.")
+	fs.StringVar(&o.ContainerdAddress, "containerd-address", o.ContainerdAddress, "The engine's containerd socket (default: from the engine's /info, else /run/containerd/containerd.sock, else /var/run/docker/containerd/containerd.sock).")
+	fs.StringVar(&o.ContainerdNamespace, "containerd-namespace", o.ContainerdNamespace, "The engine's containerd namespace (default: from the engine's /info, else moby).")
+	fs.BoolVar(&o.PinDanglingRecords, "pin-dangling-records", o.PinDanglingRecords, "Let labelled moby-dangling@ records pin their (untagged) image.")
+	fs.BoolVar(&o.PreservePinOnPull, "preserve-pin-on-pull", o.PreservePinOnPull, "When our PullImage re-pulls a tag whose containerd record was pinned, put the pin label back (the engine's pull replaces record labels).")
+	fs.DurationVar(&o.PinSourceMaxStaleness, "pin-source-max-staleness", o.PinSourceMaxStaleness, "How long the last good pins of a failing source (containerd) keep being used; 0 keeps them until it recovers.")
+	fs.DurationVar(&o.ContainerdTimeout, "containerd-timeout", o.ContainerdTimeout, "Bound on each call to containerd; a slower answer counts as a failure and the last good pins are used.")
 	fs.BoolVar(&o.ShowVersion, "version", false, "Prints the version of cri-dockerd.")
 	fs.BoolVar(&o.ShowBuildInfo, "buildinfo", false, "Prints the build information about cri-dockerd.")
 	fs.BoolVarP(&o.ShowHelp, "help", "h", false, "Help for cri-dockerd.")
@@ -144,6 +168,14 @@ func (o *Options) Validate() error {
 	if strings.TrimSpace(o.SandboxImage) == "" {
 		errs = append(errs, errors.New("--pod-infra-container-image must not be empty"))
 	}
+	switch o.PinFromContainerdLabels {
+	case "auto", "true", "false":
+	default:
+		errs = append(errs, fmt.Errorf("--pin-from-containerd-labels %q: must be auto, true or false", o.PinFromContainerdLabels))
+	}
+	if o.ContainerdTimeout <= 0 || o.PinSourceMaxStaleness < 0 {
+		errs = append(errs, errors.New("--containerd-timeout must be positive and --pin-source-max-staleness not negative"))
+	}
 	if err := o.pinningConfig().Validate(); err != nil {
 		errs = append(errs, err)
 	}
@@ -165,5 +197,6 @@ func (o *Options) pinningConfig() pinning.Config {
 	c.Patterns = o.PinnedImages
 	c.LabelSelectors = o.PinnedImageLabels
 	c.PinsFile = o.PinnedImagesFile
+	c.MaxStaleness = o.PinSourceMaxStaleness
 	return c
 }

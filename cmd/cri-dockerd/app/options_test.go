@@ -40,6 +40,13 @@ func TestUpstreamFlagDefaults(t *testing.T) {
 		"pinned-image-labels":          "[]",
 		"pinned-images-file":           "",
 		"pin-from-config-labels":       "true",
+		"pin-from-containerd-labels":   "auto",
+		"containerd-address":           "",
+		"containerd-namespace":         "",
+		"pin-dangling-records":         "false",
+		"preserve-pin-on-pull":         "true",
+		"pin-source-max-staleness":     "0s",
+		"containerd-timeout":           "2s",
 	}
 	for name, def := range want {
 		f := fs.Lookup(name)

@@ -1,0 +1,86 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/dockpin/cri-dockerd/core/docker"
+	"github.com/dockpin/cri-dockerd/pinning"
+)
+
+// wellKnownContainerdSockets are tried, in order, when neither the flag nor /info names one.
+var wellKnownContainerdSockets = []string{"/run/containerd/containerd.sock", "/var/run/docker/containerd/containerd.sock"}
+
+// containerdPins decides whether the containerd record-label source runs. It returns
+// the source to register (a Disabled one saying why when it is off) and, when on, the
+// ContainerdSource itself (for keeping pins across pulls).
+func containerdPins(ctx context.Context, opts *Options, info docker.Info, log logrus.FieldLogger) (pinning.Source, *pinning.ContainerdSource) {
+	off := func(reason string) (pinning.Source, *pinning.ContainerdSource) {
+		return pinning.Disabled(pinning.SourceContainerd, reason), nil
+	}
+	mode := opts.PinFromContainerdLabels
+	if mode == "false" {
+		return off("turned off by --pin-from-containerd-labels=false")
+	}
+	if mode == "auto" && !info.ContainerdStore {
+		return off("the engine uses the classic image store (driver " + info.Driver + "), not containerd's")
+	}
+	if opts.ContainerdAddress == "" && !strings.HasPrefix(opts.DockerEndpoint, "unix://") {
+		log.Warn("containerd pin source off: the engine is remote, so its containerd socket is not on this machine; set --containerd-address to use it")
+		return off("remote engine " + opts.DockerEndpoint + " and no --containerd-address")
+	}
+	addr := containerdAddress(opts.ContainerdAddress, info.ContainerdAddress)
+	ns := firstNonEmpty(opts.ContainerdNamespace, info.ContainerdNamespace, "moby")
+	if addr == "" {
+		log.Warn("containerd pin source off: no containerd socket found; set --containerd-address")
+		return off("no containerd socket found")
+	}
+	src, err := pinning.NewContainerdSource(pinning.ContainerdConfig{
+		Address: addr, Namespace: ns, IncludeDangling: opts.PinDanglingRecords,
+		Timeout: opts.ContainerdTimeout, WarnInterval: pinning.DefaultConfig().WarnInterval,
+	}, log.WithField("source", pinning.SourceContainerd))
+	if err != nil {
+		log.WithError(err).Warn("containerd pin source off")
+		return off(err.Error())
+	}
+	if _, err := src.Snapshot(ctx); err != nil {
+		if mode == "auto" {
+			_ = src.Close()
+			log.WithError(err).Warn("containerd pin source off: containerd does not answer; set --pin-from-containerd-labels=true to use it anyway")
+			return off(fmt.Sprintf("containerd at %s did not answer at start-up: %v", addr, err))
+		}
+		log.WithError(err).Warn("containerd pin source on, but containerd does not answer yet")
+	}
+	if mode == "true" && !info.ContainerdStore {
+		log.Warn("containerd pin source forced on, but the engine reports the classic image store: no records will match")
+	}
+	log.WithField("address", addr).WithField("namespace", ns).Info("containerd pin source on")
+	return src, src
+}
+
+// containerdAddress picks the socket: the flag, then the engine's /info, then the first
+// well-known socket that exists.
+func containerdAddress(flag, fromInfo string) string {
+	if a := firstNonEmpty(flag, fromInfo); a != "" {
+		return a
+	}
+	for _, p := range wellKnownContainerdSockets {
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+	}
+	return ""
+}
+
+func firstNonEmpty(vals ...string) string {
+	for _, v := range vals {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}
