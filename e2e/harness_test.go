@@ -32,6 +32,7 @@ type stack struct {
 	stackDir   string
 	dockerHost string
 	binary     string // our cri-dockerd
+	engineBin  string // dockerd, containerd, ctr, runc
 	crictl     string
 	registry   string // host:port of the local registry
 }
@@ -62,6 +63,10 @@ func runMain(m *testing.M) int {
 		return 1
 	}
 	env.crictl = filepath.Join(env.crictl, "crictl")
+	if env.engineBin, err = hackOutput("install-engine.sh"); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 	if os.Getenv("E2E_KEEP") != "1" {
 		// A clean engine for every run: no images left over from an earlier one.
 		if _, err := hackOutput("engine.sh", "stop"); err != nil {
@@ -128,7 +133,8 @@ func dockerErr(stdin []byte, args ...string) (string, error) {
 }
 
 // importImage makes a one-file image tagged tag with config labels ("k=v"), offline,
-// and returns its engine ID. Every call makes a distinct image.
+// and returns its engine ID. Every call makes a distinct image; it is removed (with all
+// its tags) when the test ends, so no test sees another's pins.
 func importImage(t testing.TB, tag string, labels ...string) string {
 	t.Helper()
 	args := []string{"import"}
@@ -138,7 +144,18 @@ func importImage(t testing.TB, tag string, labels ...string) string {
 	args = append(args, "-", tag)
 	_, err := dockerErr(rootfsTar(t, tag), args...)
 	assert.NilError(t, err)
-	return imageID(t, tag)
+	id := imageID(t, tag)
+	removeAtEnd(t, id)
+	return id
+}
+
+// removeAtEnd removes images (by ID or reference) when the test ends; ones already gone are fine.
+func removeAtEnd(t testing.TB, refs ...string) {
+	t.Cleanup(func() {
+		for _, r := range refs {
+			_, _ = dockerErr(nil, "rmi", "-f", r)
+		}
+	})
 }
 
 func imageID(t testing.TB, ref string) string {

@@ -96,6 +96,7 @@ func TestRemoveImage(t *testing.T) {
 func TestVersionAndStatus(t *testing.T) {
 	s := startShim(t, "--pinned-images", "e2e/status-*")
 	ctx := context.Background()
+	importImage(t, "e2e/status-image:1")
 	v, err := s.rt.Version(ctx, &runtimeapi.VersionRequest{})
 	assert.NilError(t, err)
 	assert.Equal(t, v.RuntimeName, "docker")

@@ -190,30 +190,35 @@ func (s *ContainerdSource) KeepPin(ctx context.Context, ref string) func(context
 	if !ok {
 		return func(context.Context) {}
 	}
-	if !s.pinnedRecord(ctx, name) {
+	if rec := s.record(ctx, name); rec.GetLabels()[PinnedLabel] != PinnedValue {
 		return func(context.Context) {}
 	}
-	return func(ctx context.Context) {
-		if s.pinnedRecord(ctx, name) {
-			return
-		}
-		cctx, cancel := s.call(ctx)
-		defer cancel()
-		_, err := s.images.Update(cctx, &imagesapi.UpdateImageRequest{
-			Image:      &imagesapi.Image{Name: name, Labels: map[string]string{PinnedLabel: PinnedValue}},
-			UpdateMask: &fieldmaskpb.FieldMask{Paths: []string{"labels." + PinnedLabel}},
-		})
-		log := s.log.WithField("record", name)
-		if err != nil {
-			log.WithError(err).Warn("the pull removed the pin label from the image record and it could not be put back")
-			return
-		}
-		log.Info("put back the pin label that the pull removed from the image record")
-	}
+	return func(ctx context.Context) { s.restorePin(ctx, name) }
 }
 
-// pinnedRecord tells whether record name exists and carries the pin.
-func (s *ContainerdSource) pinnedRecord(ctx context.Context, name string) bool {
+func (s *ContainerdSource) restorePin(ctx context.Context, name string) {
+	rec := s.record(ctx, name)
+	if rec == nil || rec.GetLabels()[PinnedLabel] == PinnedValue {
+		return
+	}
+	cctx, cancel := s.call(ctx)
+	defer cancel()
+	// The update carries the record's current target: containerd requires one even when
+	// the field mask names only a label (2.4 dereferences it).
+	_, err := s.images.Update(cctx, &imagesapi.UpdateImageRequest{
+		Image:      &imagesapi.Image{Name: name, Target: rec.GetTarget(), Labels: map[string]string{PinnedLabel: PinnedValue}},
+		UpdateMask: &fieldmaskpb.FieldMask{Paths: []string{"labels." + PinnedLabel}},
+	})
+	log := s.log.WithField("record", name)
+	if err != nil {
+		log.WithError(err).Warn("the pull removed the pin label from the image record and it could not be put back")
+		return
+	}
+	log.Info("put back the pin label that the pull removed from the image record")
+}
+
+// record returns the record called name, or nil when there is none or it cannot be read.
+func (s *ContainerdSource) record(ctx context.Context, name string) *imagesapi.Image {
 	cctx, cancel := s.call(ctx)
 	defer cancel()
 	resp, err := s.images.Get(cctx, &imagesapi.GetImageRequest{Name: name})
@@ -221,9 +226,9 @@ func (s *ContainerdSource) pinnedRecord(ctx context.Context, name string) bool {
 		if status.Code(err) != codes.NotFound {
 			s.log.WithError(err).WithField("record", name).Warn("cannot read the image record to keep its pin across the pull")
 		}
-		return false
+		return nil
 	}
-	return resp.GetImage().GetLabels()[PinnedLabel] == PinnedValue
+	return resp.GetImage()
 }
 
 // recordName is the engine's containerd record name for ref: fully qualified, with

@@ -102,6 +102,10 @@ func (f *fakeContainerd) Update(ctx context.Context, req *imagesapi.UpdateImageR
 	if !ok {
 		return nil, status.Error(codes.NotFound, "not found")
 	}
+	if req.GetImage().GetTarget() == nil {
+		// containerd 2.4 dereferences the target whatever the field mask says (it crashed).
+		return nil, status.Error(codes.InvalidArgument, "update without a target")
+	}
 	for _, p := range req.GetUpdateMask().GetPaths() {
 		key, ok := strings.CutPrefix(p, "labels.")
 		if !ok {
