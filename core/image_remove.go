@@ -26,12 +26,9 @@ func (s *Service) RemoveImage(ctx context.Context, req *runtimeapi.RemoveImageRe
 	if reasons := s.pins.Check(ctx, pinningImage(&img)); len(reasons) > 0 {
 		log.WithField("pinReasons", reasons).Info("removing pinned image as requested")
 	}
-	// Tags first: the engine refuses to remove an ID that several repositories reference.
-	refs := append(append([]string{}, img.RepoTags...), img.RepoDigests...)
-	for _, r := range append(refs, img.ID) {
-		if err := s.docker.RemoveImage(ctx, r); err != nil && !cerrdefs.IsNotFound(err) {
-			return nil, err
-		}
+	// Every reference goes with it, whichever one the request named (as containerd does).
+	if err := s.docker.RemoveImage(ctx, img.ID); err != nil && !cerrdefs.IsNotFound(err) {
+		return nil, err
 	}
 	log.Info("removed image")
 	return &runtimeapi.RemoveImageResponse{}, nil

@@ -44,6 +44,8 @@ type Config struct {
 	Effective any
 	// PinKeeper, when set, keeps pins across our own pulls.
 	PinKeeper PinKeeper
+	// StatusInfo are extra sections of verbose Status, by key (e.g. the image cache's state).
+	StatusInfo map[string]func() any
 }
 
 // Service implements the CRI RuntimeService and ImageService.

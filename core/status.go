@@ -29,7 +29,11 @@ func (s *Service) Status(ctx context.Context, req *runtimeapi.StatusRequest) (*r
 		Conditions: []*runtimeapi.RuntimeCondition{runtimeReady, networkReady},
 	}}
 	if req.GetVerbose() {
-		info, err := statusInfo(map[string]any{"config": s.cfg.Effective, "pinning": s.pins.Info()})
+		parts := map[string]any{"config": s.cfg.Effective, "pinning": s.pins.Info()}
+		for k, f := range s.cfg.StatusInfo {
+			parts[k] = f()
+		}
+		info, err := statusInfo(parts)
 		if err != nil {
 			return nil, err
 		}

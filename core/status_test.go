@@ -24,6 +24,7 @@ func TestStatus(t *testing.T) {
 	svc, fake := newTestService(t, nil)
 	dir := t.TempDir()
 	svc.cfg.NetworkPlugin, svc.cfg.CNIConfDir = "cni", dir
+	svc.cfg.StatusInfo = map[string]func() any{"imageCache": func() any { return map[string]string{"state": "live"} }}
 	ctx := context.Background()
 
 	resp, err := svc.Status(ctx, &runtimeapi.StatusRequest{})
@@ -38,6 +39,7 @@ func TestStatus(t *testing.T) {
 	assert.NilError(t, json.Unmarshal([]byte(resp.Info["pinning"]), &pinningInfo))
 	assert.Check(t, len(pinningInfo) > 0)
 	assert.Equal(t, resp.Info["config"], `{"k":"v"}`)
+	assert.Equal(t, resp.Info["imageCache"], `{"state":"live"}`)
 
 	fake.SetDown(true)
 	resp, err = svc.Status(ctx, &runtimeapi.StatusRequest{})

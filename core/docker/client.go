@@ -84,6 +84,18 @@ type ImageFsUsage struct {
 	UsedBytes uint64
 }
 
+// ImageEvent is one image event from the engine's event stream.
+type ImageEvent struct {
+	// Action is what happened: pull, tag, untag, delete, import, load, prune, ...
+	Action string
+	// ID is the event's actor: the image ID (a reference for some actions).
+	ID string
+	// Name is the reference the event is about, when it names one.
+	Name string
+	// Time is when the engine recorded the event.
+	Time time.Time
+}
+
 // Client is what package core needs from Docker Engine. Every method takes the
 // request's context and returns errors classified with containerd errdefs.
 type Client interface {
@@ -97,7 +109,12 @@ type Client interface {
 	InspectImage(ctx context.Context, ref string) (Image, error)
 	// PullImage pulls ref and returns when the pull finished.
 	PullImage(ctx context.Context, ref string, opts PullOptions) error
-	// RemoveImage removes one reference or ID (children pruned, not forced); NotFound when absent.
+	// RemoveImage removes the image ref resolves to with every tag and digest that
+	// references it (children pruned, not forced), reading the engine afresh; NotFound
+	// when there is no such image.
 	RemoveImage(ctx context.Context, ref string) error
 	ImageFsUsage(ctx context.Context) (ImageFsUsage, error)
+	// ImageEvents streams image events from since (the engine replays recent ones) until
+	// ctx ends or the stream breaks; the error channel then receives why.
+	ImageEvents(ctx context.Context, since time.Time) (<-chan ImageEvent, <-chan error)
 }

@@ -7,11 +7,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types"
+	"github.com/docker/docker/api/types/events"
+	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/api/types/registry"
 	"github.com/docker/docker/api/types/versions"
@@ -199,10 +202,20 @@ func readPullStream(ctx context.Context, cancel context.CancelCauseFunc, body io
 	}
 }
 
-// RemoveImage removes one reference or ID.
+// RemoveImage removes the image ref resolves to and every reference to it: tags
+// first, since the engine refuses to remove an ID that several repositories name.
 func (c *SDKClient) RemoveImage(ctx context.Context, ref string) error {
-	_, err := c.api.ImageRemove(ctx, ref, image.RemoveOptions{PruneChildren: true})
-	return classify("remove image "+ref, err)
+	in, err := c.api.ImageInspect(ctx, ref)
+	if err != nil {
+		return classify("remove image "+ref, err)
+	}
+	for _, r := range append(append(realRefs(in.RepoTags), realRefs(in.RepoDigests)...), in.ID) {
+		_, err := c.api.ImageRemove(ctx, r, image.RemoveOptions{PruneChildren: true})
+		if err != nil && !cerrdefs.IsNotFound(err) {
+			return classify("remove image "+ref+" ("+r+")", err)
+		}
+	}
+	return nil
 }
 
 // ImageFsUsage reports the space used by image layers.
@@ -220,6 +233,36 @@ func (c *SDKClient) ImageFsUsage(ctx context.Context) (ImageFsUsage, error) {
 		used = 0
 	}
 	return ImageFsUsage{Mountpoint: info.DockerRootDir, UsedBytes: uint64(used)}, nil
+}
+
+// ImageEvents streams the engine's image events.
+func (c *SDKClient) ImageEvents(ctx context.Context, since time.Time) (<-chan ImageEvent, <-chan error) {
+	opts := events.ListOptions{Filters: filters.NewArgs(filters.Arg("type", string(events.ImageEventType)))}
+	if !since.IsZero() {
+		opts.Since = strconv.FormatInt(since.Unix(), 10) + "." + fmt.Sprintf("%09d", since.Nanosecond())
+	}
+	msgs, errs := c.api.Events(ctx, opts)
+	out := make(chan ImageEvent)
+	outErr := make(chan error, 1)
+	go func() {
+		defer close(out)
+		for {
+			select {
+			case m := <-msgs:
+				ev := ImageEvent{Action: string(m.Action), ID: m.Actor.ID, Name: m.Actor.Attributes["name"], Time: time.Unix(0, m.TimeNano)}
+				select {
+				case out <- ev:
+				case <-ctx.Done():
+					outErr <- ctx.Err()
+					return
+				}
+			case err := <-errs:
+				outErr <- classify("docker events", err)
+				return
+			}
+		}
+	}()
+	return out, outErr
 }
 
 func realRefs(refs []string) []string {

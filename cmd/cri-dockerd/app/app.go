@@ -16,6 +16,7 @@ import (
 
 	"github.com/dockpin/cri-dockerd/core"
 	"github.com/dockpin/cri-dockerd/core/docker"
+	"github.com/dockpin/cri-dockerd/core/imagecache"
 	"github.com/dockpin/cri-dockerd/pinning"
 )
 
@@ -108,7 +109,9 @@ func run(opts *Options, log *logrus.Logger) error {
 	if ctrd != nil && opts.PreservePinOnPull {
 		svcCfg.PinKeeper = ctrd
 	}
-	svc := core.New(svcCfg, client, pins, log)
+	images := imageClient(opts, client, log, &svcCfg)
+	defer images.stop()
+	svc := core.New(svcCfg, images.client, pins, log)
 
 	ep, _ := parseEndpoint(opts.RuntimeEndpoint) // validated before
 	lis, err := listen(ep)
@@ -143,6 +146,30 @@ func run(opts *Options, log *logrus.Logger) error {
 			return nil
 		}
 	}
+}
+
+// engineImages is the engine client the service uses, with the image cache in front
+// of it when enabled.
+type engineImages struct {
+	client docker.Client
+	stop   func()
+}
+
+func imageClient(opts *Options, engine docker.Client, log logrus.FieldLogger, cfg *core.Config) engineImages {
+	if !opts.ImageCache {
+		cfg.StatusInfo = map[string]func() any{"imageCache": func() any {
+			return map[string]any{"enabled": false, "reason": "--image-cache=false: every request calls the engine"}
+		}}
+		return engineImages{client: engine, stop: func() {}}
+	}
+	cacheCfg := imagecache.DefaultConfig()
+	cacheCfg.ResyncInterval = opts.ImageCacheResync
+	cache := imagecache.New(engine, cacheCfg, log.WithField("component", "imagecache"))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { cache.Run(ctx); close(done) }()
+	cfg.StatusInfo = map[string]func() any{"imageCache": func() any { return cache.CacheInfo() }}
+	return engineImages{client: cache, stop: func() { cancel(); <-done }}
 }
 
 func reload(pins *pinning.Pinner, log logrus.FieldLogger) {

@@ -72,6 +72,11 @@ type Options struct {
 	// ContainerdTimeout bounds each call to containerd.
 	ContainerdTimeout time.Duration `json:"containerdTimeout"`
 
+	// ImageCache answers ListImages/ImageStatus from an event-driven index of the engine's images.
+	ImageCache bool `json:"imageCache"`
+	// ImageCacheResync is how often the image index is reconciled with the engine's full list.
+	ImageCacheResync time.Duration `json:"imageCacheResync"`
+
 	// ShowVersion, ShowBuildInfo and ShowHelp print and exit.
 	ShowVersion   bool `json:"-"`
 	ShowBuildInfo bool `json:"-"`
@@ -99,6 +104,8 @@ func DefaultOptions() Options {
 		PinFromContainerdLabels:   "auto",
 		PreservePinOnPull:         true,
 		ContainerdTimeout:         2 * time.Second,
+		ImageCache:                true,
+		ImageCacheResync:          5 * time.Minute,
 	}
 }
 
@@ -134,6 +141,8 @@ func (o *Options) flagSet() *pflag.FlagSet {
 	fs.BoolVar(&o.PreservePinOnPull, "preserve-pin-on-pull", o.PreservePinOnPull, "When our PullImage re-pulls a tag whose containerd record was pinned, put the pin label back (the engine's pull replaces record labels).")
 	fs.DurationVar(&o.PinSourceMaxStaleness, "pin-source-max-staleness", o.PinSourceMaxStaleness, "How long the last good pins of a failing source (containerd) keep being used; 0 keeps them until it recovers.")
 	fs.DurationVar(&o.ContainerdTimeout, "containerd-timeout", o.ContainerdTimeout, "Bound on each call to containerd; a slower answer counts as a failure and the last good pins are used.")
+	fs.BoolVar(&o.ImageCache, "image-cache", o.ImageCache, "Answer ListImages and ImageStatus from an in-memory index kept current from the engine's events (false: call the engine on every request, as upstream).")
+	fs.DurationVar(&o.ImageCacheResync, "image-cache-resync", o.ImageCacheResync, "How often the image index is reconciled with the engine's full image list.")
 	fs.BoolVar(&o.ShowVersion, "version", false, "Prints the version of cri-dockerd.")
 	fs.BoolVar(&o.ShowBuildInfo, "buildinfo", false, "Prints the build information about cri-dockerd.")
 	fs.BoolVarP(&o.ShowHelp, "help", "h", false, "Help for cri-dockerd.")
@@ -172,6 +181,9 @@ func (o *Options) Validate() error {
 	case "auto", "true", "false":
 	default:
 		errs = append(errs, fmt.Errorf("--pin-from-containerd-labels %q: must be auto, true or false", o.PinFromContainerdLabels))
+	}
+	if o.ImageCacheResync <= 0 {
+		errs = append(errs, errors.New("--image-cache-resync must be positive"))
 	}
 	if o.ContainerdTimeout <= 0 || o.PinSourceMaxStaleness < 0 {
 		errs = append(errs, errors.New("--containerd-timeout must be positive and --pin-source-max-staleness not negative"))

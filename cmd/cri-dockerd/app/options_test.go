@@ -47,6 +47,8 @@ func TestUpstreamFlagDefaults(t *testing.T) {
 		"preserve-pin-on-pull":         "true",
 		"pin-source-max-staleness":     "0s",
 		"containerd-timeout":           "2s",
+		"image-cache":                  "true",
+		"image-cache-resync":           "5m0s",
 	}
 	for name, def := range want {
 		f := fs.Lookup(name)

@@ -7,9 +7,11 @@ package dockertest
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/distribution/reference"
@@ -27,6 +29,15 @@ type Fake struct {
 	info     docker.Info
 	version  docker.Version
 	pulls    []docker.PullOptions
+	calls    map[string]int // engine calls per method
+	history  []docker.ImageEvent
+	subs     map[*subscriber]bool
+}
+
+// subscriber is one open event stream.
+type subscriber struct {
+	events chan docker.ImageEvent
+	errs   chan error
 }
 
 var _ docker.Client = (*Fake)(nil)
@@ -37,6 +48,8 @@ func New() *Fake {
 		images:   map[string]*docker.Image{},
 		registry: map[string]docker.Image{},
 		errs:     map[string]error{},
+		calls:    map[string]int{},
+		subs:     map[*subscriber]bool{},
 		info:     docker.Info{Driver: "overlay2", DockerRootDir: "/var/lib/docker", CgroupDriver: "systemd"},
 		version:  docker.Version{Version: "29.8.1", APIVersion: "1.51", NegotiatedAPIVersion: "1.51"},
 	}
@@ -49,8 +62,99 @@ func (f *Fake) AddImage(img docker.Image) {
 	for _, other := range f.images {
 		other.RepoTags = slices.DeleteFunc(other.RepoTags, func(t string) bool { return slices.Contains(img.RepoTags, t) })
 	}
-	cp := img
+	cp := clone(img)
 	f.images[img.ID] = &cp
+	f.publish("import", img.ID, img.ID)
+	for _, t := range img.RepoTags {
+		f.publish("tag", img.ID, t)
+	}
+}
+
+// Tag adds tag to the image ref names (moving it from any other image), as docker tag.
+func (f *Fake) Tag(ref, tag string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	img := f.lookup(ref)
+	if img == nil {
+		return fmt.Errorf("no such image: %s: %w", ref, cerrdefs.ErrNotFound)
+	}
+	for _, other := range f.images {
+		other.RepoTags = slices.DeleteFunc(other.RepoTags, func(t string) bool { return t == tag })
+	}
+	img.RepoTags = append(img.RepoTags, tag)
+	f.publish("tag", img.ID, tag)
+	return nil
+}
+
+// QuietTag adds tag like Tag but publishes no event, as a missed event would.
+func (f *Fake) QuietTag(ref, tag string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if img := f.lookup(ref); img != nil {
+		img.RepoTags = append(img.RepoTags, tag)
+	}
+}
+
+// Calls returns how many times method reached the engine.
+func (f *Fake) Calls(method string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.calls[method]
+}
+
+// BreakEvents ends every open event stream with err, as an engine restart does.
+func (f *Fake) BreakEvents(err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.breakStreams(err)
+}
+
+func (f *Fake) breakStreams(err error) {
+	for sub := range f.subs {
+		sub.errs <- err
+		delete(f.subs, sub)
+	}
+}
+
+// publish records an event and sends it to every stream. Caller holds mu.
+func (f *Fake) publish(action, id, name string) {
+	ev := docker.ImageEvent{Action: action, ID: id, Name: name, Time: time.Now()}
+	f.history = append(f.history, ev)
+	for sub := range f.subs {
+		select {
+		case sub.events <- ev:
+		default: // a consumer that cannot keep up loses its stream, as with the engine
+			sub.errs <- fmt.Errorf("event stream overflow: %w", cerrdefs.ErrUnavailable)
+			delete(f.subs, sub)
+		}
+	}
+}
+
+// ImageEvents implements docker.Client: events since since are replayed first.
+func (f *Fake) ImageEvents(ctx context.Context, since time.Time) (<-chan docker.ImageEvent, <-chan error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	sub := &subscriber{events: make(chan docker.ImageEvent, 4096), errs: make(chan error, 1)}
+	if err := f.check(ctx, "ImageEvents"); err != nil {
+		sub.errs <- err
+		return sub.events, sub.errs
+	}
+	for _, ev := range f.history {
+		if !ev.Time.Before(since) {
+			sub.events <- ev
+		}
+	}
+	f.subs[sub] = true
+	go func() {
+		<-ctx.Done()
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if f.subs[sub] {
+			delete(f.subs, sub)
+			sub.errs <- ctx.Err()
+		}
+	}()
+	return sub.events, sub.errs
 }
 
 // AddRemote makes ref pullable; the pulled image is img, tagged ref.
@@ -65,6 +169,9 @@ func (f *Fake) SetDown(down bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.down = down
+	if down {
+		f.breakStreams(fmt.Errorf("engine went away: %w", cerrdefs.ErrUnavailable))
+	}
 }
 
 // SetInfo replaces what Info returns.
@@ -93,6 +200,7 @@ func (f *Fake) Pulls() []docker.PullOptions {
 }
 
 func (f *Fake) check(ctx context.Context, method string) error {
+	f.calls[method]++
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -132,7 +240,7 @@ func (f *Fake) ListImages(ctx context.Context) ([]docker.Image, error) {
 	}
 	out := make([]docker.Image, 0, len(f.images))
 	for _, img := range f.images {
-		cp := *img
+		cp := clone(*img)
 		cp.User = ""
 		out = append(out, cp)
 	}
@@ -151,7 +259,15 @@ func (f *Fake) InspectImage(ctx context.Context, ref string) (docker.Image, erro
 	if img == nil {
 		return docker.Image{}, fmt.Errorf("no such image: %s: %w", ref, cerrdefs.ErrNotFound)
 	}
-	return *img, nil
+	return clone(*img), nil
+}
+
+// clone copies img deeply, so callers never share the fake's slices and maps.
+func clone(img docker.Image) docker.Image {
+	img.RepoTags = slices.Clone(img.RepoTags)
+	img.RepoDigests = slices.Clone(img.RepoDigests)
+	img.Labels = maps.Clone(img.Labels)
+	return img
 }
 
 // PullImage implements docker.Client: the remote image replaces the tag locally.
@@ -172,7 +288,7 @@ func (f *Fake) PullImage(ctx context.Context, ref string, opts docker.PullOption
 	}
 	img, ok := f.images[remote.ID]
 	if !ok {
-		cp := remote
+		cp := clone(remote)
 		cp.RepoTags = nil
 		img = &cp
 		f.images[remote.ID] = img
@@ -180,12 +296,12 @@ func (f *Fake) PullImage(ctx context.Context, ref string, opts docker.PullOption
 	if !slices.Contains(img.RepoTags, tag) && !strings.Contains(ref, "@") {
 		img.RepoTags = append(img.RepoTags, tag)
 	}
+	f.publish("pull", ref, ref)
 	return nil
 }
 
-// RemoveImage implements docker.Client: a tag or digest reference is removed from
-// its image, and the image goes when it has no references left; an ID removes the
-// image when it has at most one tag (Docker's conflict rule otherwise).
+// RemoveImage implements docker.Client: the image ref resolves to goes, with all its
+// references.
 func (f *Fake) RemoveImage(ctx context.Context, ref string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -196,18 +312,28 @@ func (f *Fake) RemoveImage(ctx context.Context, ref string) error {
 	if img == nil {
 		return fmt.Errorf("no such image: %s: %w", ref, cerrdefs.ErrNotFound)
 	}
-	if isID(img, ref) {
-		if len(img.RepoTags) > 1 {
-			return fmt.Errorf("image %s is referenced in multiple repositories: %w", ref, cerrdefs.ErrConflict)
-		}
-		delete(f.images, img.ID)
-		return nil
+	for _, t := range img.RepoTags {
+		f.publish("untag", img.ID, t)
 	}
-	fam := familiar(ref)
+	delete(f.images, img.ID)
+	f.publish("delete", img.ID, img.ID)
+	return nil
+}
+
+// Untag removes one tag, and the image when it was the last, as docker rmi TAG.
+func (f *Fake) Untag(tag string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	img := f.lookup(tag)
+	if img == nil || isID(img, tag) {
+		return fmt.Errorf("no such tag: %s: %w", tag, cerrdefs.ErrNotFound)
+	}
+	fam := familiar(tag)
 	img.RepoTags = slices.DeleteFunc(img.RepoTags, func(t string) bool { return t == fam })
-	img.RepoDigests = slices.DeleteFunc(img.RepoDigests, func(d string) bool { return d == fam })
+	f.publish("untag", img.ID, fam)
 	if len(img.RepoTags) == 0 {
 		delete(f.images, img.ID)
+		f.publish("delete", img.ID, img.ID)
 	}
 	return nil
 }

@@ -1,0 +1,202 @@
+package imagecache
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/dockpin/cri-dockerd/core/docker"
+)
+
+// Config tunes the cache.
+type Config struct {
+	// ResyncInterval is how often the whole index is reconciled with the engine's list.
+	ResyncInterval time.Duration
+	// RetryInterval is the wait before re-establishing a broken event stream.
+	RetryInterval time.Duration
+	// EventReplay is how far before a (re)subscription the engine is asked to replay
+	// events, so that none falls between the subscription and the full list.
+	EventReplay time.Duration
+}
+
+// DefaultConfig returns the defaults.
+func DefaultConfig() Config {
+	return Config{ResyncInterval: 5 * time.Minute, RetryInterval: time.Second, EventReplay: 5 * time.Second}
+}
+
+// state is where the cache is in its life.
+type state int
+
+const (
+	stateStarting state = iota // stream up, first fill under way: requests wait
+	stateLive                  // answering from the index
+	stateFallback              // stream down: requests go to the engine
+)
+
+func (s state) String() string {
+	return [...]string{"starting", "live", "fallback"}[s]
+}
+
+// Cache is a docker.Client whose image reads come from an event-driven index.
+type Cache struct {
+	docker.Client // the engine; every method not overridden goes straight to it
+
+	cfg Config
+	log logrus.FieldLogger
+	idx *index
+
+	mu         sync.Mutex
+	st         state
+	changed    chan struct{} // closed and replaced on every state change
+	reason     string        // why the cache is in fallback
+	lastResync time.Time
+	resyncs    int
+	events     int
+	reconnects int
+}
+
+var _ docker.Client = (*Cache)(nil)
+
+// New returns a cache over engine; call Run to fill it and keep it current.
+func New(engine docker.Client, cfg Config, log logrus.FieldLogger) *Cache {
+	return &Cache{Client: engine, cfg: cfg, log: log, idx: newIndex(), st: stateStarting, changed: make(chan struct{})}
+}
+
+func (c *Cache) setState(st state, reason string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.st == st && c.reason == reason {
+		return
+	}
+	c.st, c.reason = st, reason
+	close(c.changed)
+	c.changed = make(chan struct{})
+}
+
+// live waits while the cache is starting and tells whether the index may answer.
+func (c *Cache) live(ctx context.Context) (bool, error) {
+	for {
+		c.mu.Lock()
+		st, changed := c.st, c.changed
+		c.mu.Unlock()
+		switch st {
+		case stateLive:
+			return true, nil
+		case stateFallback:
+			return false, nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return false, fmt.Errorf("waiting for the image cache to fill: %w", ctx.Err())
+		}
+	}
+}
+
+// Run fills the index and keeps it current until ctx ends, re-establishing the event
+// stream (and resyncing) whenever it breaks.
+func (c *Cache) Run(ctx context.Context) {
+	for ctx.Err() == nil {
+		err := c.session(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		c.setState(stateFallback, err.Error())
+		c.log.WithError(err).Warn("image cache: event stream lost; answering from the engine until it is back")
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(c.cfg.RetryInterval):
+		}
+		c.mu.Lock()
+		c.reconnects++
+		c.mu.Unlock()
+	}
+}
+
+// session subscribes, fills the index, then applies events until the stream breaks.
+func (c *Cache) session(ctx context.Context) error {
+	if err := c.Ping(ctx); err != nil {
+		return err
+	}
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	events, errs := c.ImageEvents(sctx, time.Now().Add(-c.cfg.EventReplay))
+	if err := c.resync(ctx); err != nil {
+		return err
+	}
+	c.setState(stateLive, "")
+	ticker := time.NewTicker(c.cfg.ResyncInterval)
+	defer ticker.Stop()
+	for {
+		select {
+		case ev, ok := <-events:
+			if !ok {
+				return <-errs
+			}
+			if err := c.apply(ctx, ev); err != nil {
+				return err
+			}
+		case err := <-errs:
+			return fmt.Errorf("image event stream: %w", err)
+		case <-ticker.C:
+			if err := c.resync(ctx); err != nil {
+				return err
+			}
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// resync replaces the index with the engine's full list.
+func (c *Cache) resync(ctx context.Context) error {
+	start := c.idx.mark()
+	imgs, err := c.Client.ListImages(ctx)
+	if err != nil {
+		return err
+	}
+	c.idx.replace(imgs, start)
+	c.mu.Lock()
+	c.lastResync = time.Now()
+	c.resyncs++
+	c.mu.Unlock()
+	c.log.WithField("images", len(imgs)).Debug("image cache: resynced with the engine")
+	return nil
+}
+
+// apply refreshes what an event names.
+func (c *Cache) apply(ctx context.Context, ev docker.ImageEvent) error {
+	c.mu.Lock()
+	c.events++
+	c.mu.Unlock()
+	if ev.Action == "prune" {
+		return c.resync(ctx)
+	}
+	return c.refresh(ctx, ev.ID)
+}
+
+// CacheInfo is the cache's state for verbose Status.
+func (c *Cache) CacheInfo() map[string]any {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	info := map[string]any{
+		"enabled":     true,
+		"state":       c.st.String(),
+		"images":      c.idx.len(),
+		"resyncs":     c.resyncs,
+		"events":      c.events,
+		"reconnects":  c.reconnects,
+		"resyncEvery": c.cfg.ResyncInterval.String(),
+	}
+	if !c.lastResync.IsZero() {
+		info["lastResync"] = c.lastResync.UTC().Format(time.RFC3339Nano)
+	}
+	if c.reason != "" {
+		info["fallbackReason"] = c.reason
+	}
+	return info
+}

@@ -1,0 +1,251 @@
+package imagecache
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/sirupsen/logrus"
+	"gotest.tools/v3/assert"
+	"gotest.tools/v3/poll"
+
+	"github.com/dockpin/cri-dockerd/core/docker"
+	"github.com/dockpin/cri-dockerd/core/docker/dockertest"
+)
+
+func id(n int) string {
+	sum := sha256.Sum256([]byte(strconv.Itoa(n)))
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+func img(n int, tags ...string) docker.Image {
+	return docker.Image{ID: id(n), RepoTags: tags, Size: int64(n), User: "1000"}
+}
+
+// startCache runs a cache over fake with cfg until the test ends.
+func startCache(t *testing.T, fake *dockertest.Fake, cfg Config) *Cache {
+	t.Helper()
+	log := logrus.New()
+	log.SetOutput(io.Discard)
+	c := New(fake, cfg, log)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { c.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return c
+}
+
+func fastConfig() Config {
+	return Config{ResyncInterval: time.Hour, RetryInterval: 10 * time.Millisecond, EventReplay: time.Second}
+}
+
+// view is a comparable form of a list: ID -> sorted tags and digests, size.
+func view(imgs []docker.Image) map[string]string {
+	out := map[string]string{}
+	for _, i := range imgs {
+		tags := slices.Sorted(slices.Values(i.RepoTags))
+		digests := slices.Sorted(slices.Values(i.RepoDigests))
+		out[i.ID] = fmt.Sprintf("%v %v %d", tags, digests, i.Size)
+	}
+	return out
+}
+
+// waitConsistent polls until the cache lists exactly what the engine lists.
+func waitConsistent(t *testing.T, c *Cache, fake *dockertest.Fake) {
+	t.Helper()
+	poll.WaitOn(t, func(poll.LogT) poll.Result {
+		got, err := c.ListImages(context.Background())
+		if err != nil {
+			return poll.Continue("cache: %v", err)
+		}
+		want, err := fake.ListImages(context.Background())
+		if err != nil {
+			return poll.Error(err)
+		}
+		if fmt.Sprint(view(got)) != fmt.Sprint(view(want)) {
+			return poll.Continue("cache %v\nengine %v", view(got), view(want))
+		}
+		return poll.Success()
+	}, poll.WithTimeout(10*time.Second), poll.WithDelay(5*time.Millisecond))
+}
+
+func TestCacheServesListsWithoutEngineCalls(t *testing.T) {
+	fake := dockertest.New()
+	fake.AddImage(img(1, "a:1"))
+	fake.AddImage(img(2, "b:1", "b:2"))
+	c := startCache(t, fake, fastConfig())
+	waitConsistent(t, c, fake)
+	before := fake.Calls("ListImages")
+	for i := 0; i < 20; i++ {
+		_, err := c.ListImages(context.Background())
+		assert.NilError(t, err)
+	}
+	assert.Equal(t, fake.Calls("ListImages"), before, "live lists must not reach the engine")
+	assert.Equal(t, c.CacheInfo()["state"], "live")
+}
+
+func TestCacheFollowsEvents(t *testing.T) {
+	fake := dockertest.New()
+	fake.AddImage(img(1, "a:1"))
+	c := startCache(t, fake, fastConfig())
+	waitConsistent(t, c, fake)
+
+	fake.AddImage(img(2, "b:1"))
+	waitConsistent(t, c, fake)
+	assert.NilError(t, fake.Tag("b:1", "a:1")) // the tag moves: image 1 gets no event of its own
+	waitConsistent(t, c, fake)
+	assert.NilError(t, fake.Untag("b:1"))
+	waitConsistent(t, c, fake)
+	assert.NilError(t, fake.RemoveImage(context.Background(), id(1)))
+	waitConsistent(t, c, fake)
+}
+
+func TestCacheResyncRepairsMissedEvents(t *testing.T) {
+	fake := dockertest.New()
+	fake.AddImage(img(1, "a:1"))
+	cfg := fastConfig()
+	cfg.ResyncInterval = 50 * time.Millisecond
+	c := startCache(t, fake, cfg)
+	waitConsistent(t, c, fake)
+	fake.QuietTag("a:1", "quiet:1") // no event: only the periodic resync can see it
+	waitConsistent(t, c, fake)
+}
+
+func TestCacheStreamLossFallsBackAndResyncs(t *testing.T) {
+	fake := dockertest.New()
+	fake.AddImage(img(1, "a:1"))
+	c := startCache(t, fake, fastConfig())
+	waitConsistent(t, c, fake)
+
+	fake.BreakEvents(fmt.Errorf("stream reset: %w", cerrdefs.ErrUnavailable))
+	fake.QuietTag("a:1", "while-down:1") // missed: the reconnect's resync must catch it
+	waitConsistent(t, c, fake)
+	poll.WaitOn(t, func(poll.LogT) poll.Result {
+		if c.CacheInfo()["state"] != "live" {
+			return poll.Continue("state %v", c.CacheInfo()["state"])
+		}
+		return poll.Success()
+	}, poll.WithTimeout(5*time.Second))
+	assert.Check(t, c.CacheInfo()["reconnects"].(int) >= 1)
+}
+
+func TestCacheEngineOutage(t *testing.T) {
+	fake := dockertest.New()
+	fake.AddImage(img(1, "a:1"))
+	c := startCache(t, fake, fastConfig())
+	waitConsistent(t, c, fake)
+
+	fake.SetDown(true)
+	poll.WaitOn(t, func(poll.LogT) poll.Result {
+		_, err := c.ListImages(context.Background())
+		if !cerrdefs.IsUnavailable(err) {
+			return poll.Continue("ListImages with the engine down: %v", err)
+		}
+		return poll.Success()
+	}, poll.WithTimeout(5*time.Second))
+	info := c.CacheInfo()
+	assert.Equal(t, info["state"], "fallback")
+	assert.Check(t, info["fallbackReason"] != "")
+
+	fake.SetDown(false)
+	fake.AddImage(img(2, "after:1"))
+	waitConsistent(t, c, fake)
+}
+
+func TestCacheReadYourWrites(t *testing.T) {
+	fake := dockertest.New()
+	fake.AddRemote("pulled:1", img(5))
+	fake.AddImage(img(1, "a:1"))
+	c := startCache(t, fake, fastConfig())
+	waitConsistent(t, c, fake)
+	ctx := context.Background()
+
+	assert.NilError(t, c.PullImage(ctx, "pulled:1", docker.PullOptions{}))
+	list, err := c.ListImages(ctx)
+	assert.NilError(t, err)
+	assert.Check(t, view(list)[id(5)] != "", "pulled image must be listed at once")
+
+	assert.NilError(t, c.RemoveImage(ctx, "a:1"))
+	list, err = c.ListImages(ctx)
+	assert.NilError(t, err)
+	assert.Check(t, view(list)[id(1)] == "", "removed image must be gone at once")
+}
+
+func TestCacheRequestsWaitForFirstFill(t *testing.T) {
+	fake := dockertest.New()
+	fake.AddImage(img(1, "a:1"))
+	log := logrus.New()
+	log.SetOutput(io.Discard)
+	c := New(fake, fastConfig(), log)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	_, err := c.ListImages(ctx) // not running yet: it waits, bounded by the deadline
+	assert.Check(t, cerrdefs.IsDeadlineExceeded(err) || strings.Contains(fmt.Sprint(err), "deadline"), "got %v", err)
+
+	runCtx, stop := context.WithCancel(context.Background())
+	defer stop()
+	go c.Run(runCtx)
+	list, err := c.ListImages(context.Background())
+	assert.NilError(t, err)
+	assert.Equal(t, len(list), 1)
+}
+
+func TestCacheInspectResolves(t *testing.T) {
+	fake := dockertest.New()
+	fake.AddImage(docker.Image{ID: id(1), RepoTags: []string{"busybox:latest", "registry.k8s.io/pause:3.10"}, RepoDigests: []string{"busybox@" + id(9)}, User: "1000"})
+	c := startCache(t, fake, fastConfig())
+	waitConsistent(t, c, fake)
+	ctx := context.Background()
+	for _, ref := range []string{id(1), strings.TrimPrefix(id(1), "sha256:"), id(1)[7:19], "busybox", "docker.io/library/busybox:latest", "registry.k8s.io/pause:3.10", "busybox@" + id(9)} {
+		got, err := c.InspectImage(ctx, ref)
+		assert.NilError(t, err, ref)
+		assert.Equal(t, got.ID, id(1), ref)
+		assert.Equal(t, got.User, "1000", ref)
+	}
+	calls := fake.Calls("InspectImage")
+	_, err := c.InspectImage(ctx, "busybox")
+	assert.NilError(t, err)
+	assert.Equal(t, fake.Calls("InspectImage"), calls, "an inspected image is answered from the index")
+	_, err = c.InspectImage(ctx, "missing:1")
+	assert.Check(t, cerrdefs.IsNotFound(err))
+}
+
+// TestCacheRandomizedConsistency mixes a few hundred engine-side and cache-side image
+// operations and checks the cache converges to the engine's list exactly.
+func TestCacheRandomizedConsistency(t *testing.T) {
+	fake := dockertest.New()
+	c := startCache(t, fake, fastConfig())
+	rng := rand.New(rand.NewPCG(1, 2))
+	ctx := context.Background()
+	for n := 0; n < 60; n++ {
+		fake.AddRemote(fmt.Sprintf("remote/img-%d:1", n), img(1000+n))
+	}
+	for op := 0; op < 300; op++ {
+		n := rng.IntN(40)
+		tag := fmt.Sprintf("repo-%d:%d", rng.IntN(10), rng.IntN(3))
+		switch rng.IntN(6) {
+		case 0:
+			fake.AddImage(img(n, tag))
+		case 1:
+			_ = fake.Tag(tag, fmt.Sprintf("other-%d:1", rng.IntN(10)))
+		case 2:
+			_ = fake.RemoveImage(ctx, tag)
+		case 3:
+			_ = c.PullImage(ctx, fmt.Sprintf("remote/img-%d:1", rng.IntN(60)), docker.PullOptions{})
+		case 4:
+			_ = c.RemoveImage(ctx, tag)
+		case 5:
+			_ = fake.Untag(tag)
+		}
+	}
+	waitConsistent(t, c, fake)
+}
