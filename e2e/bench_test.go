@@ -20,11 +20,14 @@ import (
 )
 
 // benchImages is how many images the e2e benchmarks load (BENCH_IMAGES overrides).
-func benchImages() int {
-	if n, err := strconv.Atoi(os.Getenv("BENCH_IMAGES")); err == nil && n > 0 {
+func benchImages() int { return envInt("BENCH_IMAGES", 1000) }
+
+// envInt reads a positive integer from the environment, or def.
+func envInt(key string, def int) int {
+	if n, err := strconv.Atoi(os.Getenv(key)); err == nil && n > 0 {
 		return n
 	}
-	return 1000
+	return def
 }
 
 // imageArchive builds a `docker save` archive of n distinct images that share one

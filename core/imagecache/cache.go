@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/sirupsen/logrus"
 
 	"github.com/dockpin/cri-dockerd/core/docker"
@@ -20,11 +21,16 @@ type Config struct {
 	// EventReplay is how far before a (re)subscription the engine is asked to replay
 	// events, so that none falls between the subscription and the full list.
 	EventReplay time.Duration
+	// SettleDelay is how long after the last of a burst of events the index is
+	// reconciled with a full list in the background. Events refresh the images they
+	// name at once; this brings what only the engine's list computes (with the
+	// containerd store its RepoDigests differ from inspect's).
+	SettleDelay time.Duration
 }
 
 // DefaultConfig returns the defaults.
 func DefaultConfig() Config {
-	return Config{ResyncInterval: 5 * time.Minute, RetryInterval: time.Second, EventReplay: 5 * time.Second}
+	return Config{ResyncInterval: 5 * time.Minute, RetryInterval: time.Second, EventReplay: 5 * time.Second, SettleDelay: time.Second}
 }
 
 // state is where the cache is in its life.
@@ -123,29 +129,50 @@ func (c *Cache) session(ctx context.Context) error {
 		return err
 	}
 	sctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	var background sync.WaitGroup
+	defer func() { cancel(); background.Wait() }()
 	events, errs := c.ImageEvents(sctx, time.Now().Add(-c.cfg.EventReplay))
-	if err := c.resync(ctx); err != nil {
+	if err := c.resync(sctx); err != nil {
 		return err
 	}
 	c.setState(stateLive, "")
+
 	ticker := time.NewTicker(c.cfg.ResyncInterval)
 	defer ticker.Stop()
+	settle := time.NewTimer(time.Hour)
+	settle.Stop()
+	defer settle.Stop()
+	running := make(chan struct{}, 1) // at most one background resync
+	resyncInBackground := func() {
+		select {
+		case running <- struct{}{}:
+		default:
+			settle.Reset(c.cfg.SettleDelay) // one is under way: go again after it
+			return
+		}
+		background.Go(func() {
+			defer func() { <-running }()
+			if err := c.resync(sctx); err != nil && sctx.Err() == nil {
+				c.log.WithError(err).Warn("image cache: background resync failed; the next one will retry")
+			}
+		})
+	}
 	for {
 		select {
 		case ev, ok := <-events:
 			if !ok {
 				return <-errs
 			}
-			if err := c.apply(ctx, ev); err != nil {
+			if err := c.apply(sctx, ev); err != nil {
 				return err
 			}
+			settle.Reset(c.cfg.SettleDelay)
 		case err := <-errs:
 			return fmt.Errorf("image event stream: %w", err)
+		case <-settle.C:
+			resyncInBackground()
 		case <-ticker.C:
-			if err := c.resync(ctx); err != nil {
-				return err
-			}
+			resyncInBackground()
 		case <-ctx.Done():
 			return ctx.Err()
 		}
@@ -176,7 +203,10 @@ func (c *Cache) apply(ctx context.Context, ev docker.ImageEvent) error {
 	if ev.Action == "prune" {
 		return c.resync(ctx)
 	}
-	return c.refresh(ctx, ev.ID)
+	if _, err := c.refresh(ctx, ev.ID, true); err != nil && !cerrdefs.IsNotFound(err) {
+		return err
+	}
+	return nil
 }
 
 // CacheInfo is the cache's state for verbose Status.

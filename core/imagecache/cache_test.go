@@ -45,7 +45,7 @@ func startCache(t *testing.T, fake *dockertest.Fake, cfg Config) *Cache {
 }
 
 func fastConfig() Config {
-	return Config{ResyncInterval: time.Hour, RetryInterval: 10 * time.Millisecond, EventReplay: time.Second}
+	return Config{ResyncInterval: time.Hour, RetryInterval: 10 * time.Millisecond, EventReplay: time.Second, SettleDelay: time.Hour}
 }
 
 // view is a comparable form of a list: ID -> sorted tags and digests, size.
@@ -118,6 +118,21 @@ func TestCacheResyncRepairsMissedEvents(t *testing.T) {
 	waitConsistent(t, c, fake)
 	fake.QuietTag("a:1", "quiet:1") // no event: only the periodic resync can see it
 	waitConsistent(t, c, fake)
+}
+
+func TestCacheSettlesAfterEvents(t *testing.T) {
+	fake := dockertest.New()
+	fake.AddImage(img(1, "a:1"))
+	cfg := fastConfig()
+	cfg.SettleDelay = 20 * time.Millisecond
+	cfg.EventReplay = 0 // no replayed event may refresh image 1: only a resync can show quiet:1
+	c := startCache(t, fake, cfg)
+	waitConsistent(t, c, fake)
+	resyncs := c.CacheInfo()["resyncs"].(int)
+	fake.QuietTag("a:1", "quiet:1") // what only a full list shows
+	fake.AddImage(img(2, "b:1"))    // an event: a background resync follows it
+	waitConsistent(t, c, fake)
+	assert.Check(t, c.CacheInfo()["resyncs"].(int) > resyncs)
 }
 
 func TestCacheStreamLossFallsBackAndResyncs(t *testing.T) {

@@ -21,8 +21,8 @@ func (c *Cache) ListImages(ctx context.Context) ([]docker.Image, error) {
 	return c.idx.list(), nil
 }
 
-// InspectImage answers from the index when it knows the image and has its details;
-// otherwise it asks the engine and remembers the answer.
+// InspectImage answers from the index when it has the image's details; otherwise it
+// asks the engine and remembers the answer.
 func (c *Cache) InspectImage(ctx context.Context, ref string) (docker.Image, error) {
 	live, err := c.live(ctx)
 	if err != nil {
@@ -31,17 +31,13 @@ func (c *Cache) InspectImage(ctx context.Context, ref string) (docker.Image, err
 	if !live {
 		return c.Client.InspectImage(ctx, ref)
 	}
-	if img, inspected, ok := c.idx.resolve(ref); ok && inspected {
-		return img, nil
-	} else if ok {
-		ref = img.ID // known but listed only: fetch its details once
+	if f, ok := c.idx.resolve(ref); ok {
+		if f.inspected != nil {
+			return *f.inspected, nil
+		}
+		ref = f.id // known from the list only: fetch its details once
 	}
-	img, err := c.Client.InspectImage(ctx, ref)
-	if err != nil {
-		return img, err
-	}
-	c.store(ctx, img)
-	return img, nil
+	return c.refresh(ctx, ref, true)
 }
 
 // PullImage pulls, then refreshes the pulled image so the next list shows it.
@@ -49,51 +45,53 @@ func (c *Cache) PullImage(ctx context.Context, ref string, opts docker.PullOptio
 	if err := c.Client.PullImage(ctx, ref, opts); err != nil {
 		return err
 	}
-	return c.refresh(ctx, ref)
+	_, err := c.refresh(ctx, ref, true)
+	return err
 }
 
 // RemoveImage removes, then refreshes the image so the next list reflects it.
 func (c *Cache) RemoveImage(ctx context.Context, ref string) error {
 	id := ref
-	if img, _, ok := c.idx.resolve(ref); ok {
-		id = img.ID
+	if f, ok := c.idx.resolve(ref); ok {
+		id = f.id
 	}
 	if err := c.Client.RemoveImage(ctx, ref); err != nil {
 		return err
 	}
-	return c.refresh(ctx, id)
-}
-
-// refresh re-reads one image (by ID or reference) from the engine into the index.
-func (c *Cache) refresh(ctx context.Context, ref string) error {
-	img, err := c.Client.InspectImage(ctx, ref)
-	if cerrdefs.IsNotFound(err) {
-		if strings.HasPrefix(ref, "sha256:") {
-			c.idx.remove(ref)
-		} else if known, _, ok := c.idx.resolve(ref); ok {
-			return c.refresh(ctx, known.ID) // the reference is gone from the image that had it
-		}
-		return nil
-	}
-	if err != nil {
+	if _, err := c.refresh(ctx, id, true); err != nil && !cerrdefs.IsNotFound(err) {
 		return err
 	}
-	c.store(ctx, img)
 	return nil
 }
 
-// store upserts img and refreshes the images it took references from (the engine
-// sends no event for an image that loses a tag this way).
-func (c *Cache) store(ctx context.Context, img docker.Image) {
-	for _, id := range c.idx.upsert(img) {
-		other, err := c.Client.InspectImage(ctx, id)
-		switch {
-		case cerrdefs.IsNotFound(err):
-			c.idx.remove(id)
-		case err != nil:
-			c.log.WithError(err).WithField("id", id).Debug("image cache: could not refresh an image that lost a reference")
-		default:
-			c.idx.upsert(other)
+// refresh re-reads one image (by ID or reference) from the engine into the index and
+// returns its inspect view; NotFound when it is gone. With cascade, images that lost
+// one of its references are refreshed too (the engine sends no event for them).
+func (c *Cache) refresh(ctx context.Context, ref string, cascade bool) (docker.Image, error) {
+	insp, err := c.Client.InspectImage(ctx, ref)
+	if cerrdefs.IsNotFound(err) {
+		if strings.HasPrefix(ref, "sha256:") {
+			c.idx.remove(ref)
+		} else if f, ok := c.idx.resolve(ref); ok && cascade {
+			_, _ = c.refresh(ctx, f.id, false) // the reference is gone from the image that had it
+		}
+		return insp, err
+	}
+	if err != nil {
+		return insp, err
+	}
+	// Until the next resync the list view is the inspect view: the engine's list can
+	// differ in RepoDigests (containerd store), and the debounced resync after events
+	// brings the exact list.
+	listed := insp
+	listed.User = ""
+	touched := c.idx.upsert(&listed, insp)
+	if cascade {
+		for _, id := range touched {
+			if _, err := c.refresh(ctx, id, false); err != nil && !cerrdefs.IsNotFound(err) {
+				return insp, err
+			}
 		}
 	}
+	return insp, nil
 }

@@ -10,11 +10,13 @@ import (
 	"github.com/dockpin/cri-dockerd/core/docker"
 )
 
-// entry is one image with the normalised forms of its references.
+// entry is one image as the engine shows it in its list (listed; nil for an image
+// the list does not show) and, once asked for, as inspect shows it (the two differ:
+// with the containerd store the engine reports different RepoDigests).
 type entry struct {
-	img       docker.Image
-	inspected bool     // img came from an inspect (has User)
-	names     []string // normalised RepoTags and RepoDigests
+	listed    *docker.Image
+	inspected *docker.Image
+	names     []string // normalised tags and digests of both views
 	seq       uint64   // index sequence number of the last change
 }
 
@@ -44,10 +46,17 @@ func (x *index) mark() uint64 {
 	return x.seq
 }
 
-func newEntry(img docker.Image, inspected bool, seq uint64) *entry {
-	e := &entry{img: img, inspected: inspected, seq: seq}
-	for _, r := range append(slices.Clone(img.RepoTags), img.RepoDigests...) {
-		e.names = append(e.names, normalise(r))
+func newEntry(listed, inspected *docker.Image, seq uint64) *entry {
+	e := &entry{listed: listed, inspected: inspected, seq: seq}
+	for _, img := range []*docker.Image{listed, inspected} {
+		if img == nil {
+			continue
+		}
+		for _, r := range append(slices.Clone(img.RepoTags), img.RepoDigests...) {
+			if n := normalise(r); !slices.Contains(e.names, n) {
+				e.names = append(e.names, n)
+			}
+		}
 	}
 	return e
 }
@@ -58,15 +67,16 @@ func (x *index) replace(imgs []docker.Image, start uint64) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	next := make(map[string]*entry, len(imgs))
-	for _, img := range imgs {
+	for i := range imgs {
+		img := &imgs[i]
 		if at, gone := x.removed[img.ID]; gone && at > start {
 			continue
 		}
-		if old, ok := x.byID[img.ID]; ok && old.inspected && sameRefs(old.img, img) {
-			next[img.ID] = old // keep the inspected details (User)
-			continue
+		var inspected *docker.Image
+		if old, ok := x.byID[img.ID]; ok && old.listed != nil && sameRefs(*old.listed, *img) {
+			inspected = old.inspected // unchanged: keep the details already fetched
 		}
-		next[img.ID] = newEntry(img, false, x.seq)
+		next[img.ID] = newEntry(img, inspected, x.seq)
 	}
 	for id, e := range x.byID {
 		if e.seq > start {
@@ -81,25 +91,21 @@ func sameRefs(a, b docker.Image) bool {
 	return a.Size == b.Size && slices.Equal(a.RepoTags, b.RepoTags) && slices.Equal(a.RepoDigests, b.RepoDigests)
 }
 
-// upsert stores an inspected image and takes its references away from other
-// entries; it returns the IDs of those others (they changed in the engine too).
-func (x *index) upsert(img docker.Image) []string {
+// upsert stores both views of one image and returns the IDs of other entries that
+// listed one of its tags or digests (they changed in the engine too).
+func (x *index) upsert(listed *docker.Image, inspected docker.Image) []string {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	x.seq++
-	e := newEntry(img, true, x.seq)
+	e := newEntry(listed, &inspected, x.seq)
 	var touched []string
 	for id, other := range x.byID {
-		if id == img.ID {
-			continue
-		}
-		if slices.ContainsFunc(other.img.RepoTags, func(t string) bool { return slices.Contains(img.RepoTags, t) }) ||
-			slices.ContainsFunc(other.img.RepoDigests, func(d string) bool { return slices.Contains(img.RepoDigests, d) }) {
+		if id != inspected.ID && slices.ContainsFunc(other.names, func(n string) bool { return slices.Contains(e.names, n) }) {
 			touched = append(touched, id)
 		}
 	}
-	x.byID[img.ID] = e
-	delete(x.removed, img.ID)
+	x.byID[inspected.ID] = e
+	delete(x.removed, inspected.ID)
 	return touched
 }
 
@@ -112,59 +118,58 @@ func (x *index) remove(id string) {
 	x.removed[id] = x.seq
 }
 
-// list returns a copy of every image.
+// list returns a copy of every listed image.
 func (x *index) list() []docker.Image {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
 	out := make([]docker.Image, 0, len(x.byID))
 	for _, e := range x.byID {
-		img := e.img
-		img.User = ""
-		out = append(out, img)
+		if e.listed != nil {
+			out = append(out, *e.listed)
+		}
 	}
 	return out
 }
 
+// found is what resolve knows of an image.
+type found struct {
+	id        string
+	inspected *docker.Image
+}
+
 // resolve finds the image ref names as the engine would: a full ID, a reference
-// (name alone means :latest), then a unique ID prefix. It returns the entry's image
-// and whether it was inspected.
-func (x *index) resolve(ref string) (docker.Image, bool, bool) {
+// (name alone means :latest), then a unique ID prefix.
+func (x *index) resolve(ref string) (found, bool) {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
-	if e, ok := x.byID[ref]; ok {
-		return e.img, e.inspected, true
-	}
-	if e, ok := x.byID["sha256:"+ref]; ok {
-		return e.img, e.inspected, true
+	for _, key := range []string{ref, "sha256:" + ref} {
+		if e, ok := x.byID[key]; ok {
+			return found{id: key, inspected: e.inspected}, true
+		}
 	}
 	if n, err := reference.ParseNormalizedNamed(ref); err == nil {
 		want := reference.TagNameOnly(n).String()
-		for _, e := range x.byID {
+		for id, e := range x.byID {
 			if slices.Contains(e.names, want) {
-				return e.img, e.inspected, true
+				return found{id: id, inspected: e.inspected}, true
 			}
 		}
 	}
 	return x.byIDPrefix(strings.TrimPrefix(ref, "sha256:"))
 }
 
-func (x *index) byIDPrefix(prefix string) (docker.Image, bool, bool) {
+func (x *index) byIDPrefix(prefix string) (found, bool) {
 	if prefix == "" || strings.Trim(prefix, "0123456789abcdef") != "" {
-		return docker.Image{}, false, false
+		return found{}, false
 	}
-	var found *entry
+	var hit found
+	n := 0
 	for id, e := range x.byID {
 		if strings.HasPrefix(strings.TrimPrefix(id, "sha256:"), prefix) {
-			if found != nil {
-				return docker.Image{}, false, false // ambiguous: let the engine say so
-			}
-			found = e
+			hit, n = found{id: id, inspected: e.inspected}, n+1
 		}
 	}
-	if found == nil {
-		return docker.Image{}, false, false
-	}
-	return found.img, found.inspected, true
+	return hit, n == 1 // ambiguous or unknown: let the engine say
 }
 
 // normalise returns the fully qualified form of a reference, or r when it does not parse.

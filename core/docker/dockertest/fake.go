@@ -199,6 +199,8 @@ func (f *Fake) Pulls() []docker.PullOptions {
 	return slices.Clone(f.pulls)
 }
 
+// check counts a call and returns the error method should fail with: the context's,
+// the engine being down, or one injected for method.
 func (f *Fake) check(ctx context.Context, method string) error {
 	f.calls[method]++
 	if err := ctx.Err(); err != nil {
