@@ -12,8 +12,11 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
+	"strings"
 	"testing"
+	"time"
 
 	"gotest.tools/v3/assert"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -97,32 +100,106 @@ var benchPinFlags = []string{
 	"--pinned-image-labels", "tier=system",
 }
 
+// benchConfigs are the shim configurations the e2e benchmarks compare.
+var benchConfigs = []struct {
+	name  string
+	flags []string
+}{
+	{"cache=off/pinning=off", []string{"--image-cache=false", "--pin-from-config-labels=false", "--pin-from-containerd-labels=false"}},
+	{"cache=off/pinning=on/containerd=off", append([]string{"--image-cache=false", "--pin-from-containerd-labels=false"}, benchPinFlags...)},
+	{"cache=off/pinning=on", append([]string{"--image-cache=false"}, benchPinFlags...)},
+	{"cache=on/pinning=off", []string{"--pin-from-config-labels=false", "--pin-from-containerd-labels=false"}},
+	{"cache=on/pinning=on/containerd=off", append([]string{"--pin-from-containerd-labels=false"}, benchPinFlags...)},
+	{"cache=on/pinning=on", benchPinFlags},
+}
+
+// timed runs f b.N times and reports the median and p90 of one call in ms.
+func timed(b *testing.B, f func() error) {
+	b.Helper()
+	durs := make([]time.Duration, 0, b.N)
+	for i := 0; i < b.N; i++ {
+		start := time.Now()
+		if err := f(); err != nil {
+			b.Fatal(err)
+		}
+		durs = append(durs, time.Since(start))
+	}
+	slices.Sort(durs)
+	b.ReportMetric(float64(durs[len(durs)/2].Microseconds())/1000, "ms-median")
+	b.ReportMetric(float64(durs[len(durs)*9/10].Microseconds())/1000, "ms-p90")
+}
+
 // BenchmarkListImagesE2E times ListImages on the real engine with benchImages() images,
-// through our gRPC client and through crictl, with pinning configured and with every
-// optional source off (the sandbox image is always pinned).
+// through our gRPC client and through crictl, in every benchConfigs configuration.
 func BenchmarkListImagesE2E(b *testing.B) {
 	n := benchImages()
 	loadBenchImages(b, n)
-	configs := map[string][]string{
-		"pinning=on":  benchPinFlags,
-		"pinning=off": {"--pin-from-config-labels=false"},
-	}
-	for _, name := range []string{"pinning=off", "pinning=on"} {
-		s := startShim(b, configs[name]...)
-		b.Run(fmt.Sprintf("grpc/%s/images=%d", name, n), func(b *testing.B) {
-			for i := 0; i < b.N; i++ {
-				if _, err := s.img.ListImages(context.Background(), &runtimeapi.ListImagesRequest{}); err != nil {
-					b.Fatal(err)
-				}
-			}
+	for _, cfg := range benchConfigs {
+		s := startShim(b, cfg.flags...)
+		waitCacheLive(b, s)
+		b.Run(fmt.Sprintf("grpc/%s/images=%d", cfg.name, n), func(b *testing.B) {
+			timed(b, func() error {
+				_, err := s.img.ListImages(context.Background(), &runtimeapi.ListImagesRequest{})
+				return err
+			})
 		})
-		b.Run(fmt.Sprintf("crictl/%s/images=%d", name, n), func(b *testing.B) {
-			for i := 0; i < b.N; i++ {
-				cmd := exec.Command(env.crictl, "--runtime-endpoint", s.endpoint, "--image-endpoint", s.endpoint, "images")
-				if out, err := cmd.CombinedOutput(); err != nil {
-					b.Fatalf("crictl images: %v: %s", err, out)
+		b.Run(fmt.Sprintf("crictl/%s/images=%d", cfg.name, n), func(b *testing.B) {
+			timed(b, func() error {
+				out, err := exec.Command(env.crictl, "--runtime-endpoint", s.endpoint, "--image-endpoint", s.endpoint, "images").CombinedOutput()
+				if err != nil {
+					return fmt.Errorf("crictl images: %w: %s", err, out)
 				}
-			}
+				return nil
+			})
 		})
 	}
+}
+
+// waitCacheLive waits until the shim's image cache (when on) serves from its index.
+func waitCacheLive(b *testing.B, s *shim) {
+	b.Helper()
+	for i := 0; i < 600; i++ {
+		st, err := s.rt.Status(context.Background(), &runtimeapi.StatusRequest{Verbose: true})
+		assert.NilError(b, err)
+		if !strings.Contains(st.Info["imageCache"], `"state":"starting"`) {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	b.Fatal("image cache never filled")
+}
+
+// BenchmarkCacheRSSE2E reports the resident memory of our binary with BENCH_RSS_IMAGES
+// (default 5,000) images, with the image cache on and off, after one ListImages.
+func BenchmarkCacheRSSE2E(b *testing.B) {
+	n := envInt("BENCH_RSS_IMAGES", 5000)
+	loadBenchImages(b, n)
+	for _, cfg := range []struct{ name, flag string }{{"cache=on", "--image-cache=true"}, {"cache=off", "--image-cache=false"}} {
+		b.Run(fmt.Sprintf("%s/images=%d", cfg.name, n), func(b *testing.B) {
+			s := startShim(b, append([]string{cfg.flag}, benchPinFlags...)...)
+			waitCacheLive(b, s)
+			for i := 0; i < b.N; i++ {
+				resp, err := s.img.ListImages(context.Background(), &runtimeapi.ListImagesRequest{})
+				assert.NilError(b, err)
+				assert.Assert(b, len(resp.Images) >= n)
+			}
+			b.ReportMetric(float64(rssKiB(b, s.cmd.Process.Pid))/1024, "MiB-rss")
+		})
+	}
+}
+
+// rssKiB reads VmRSS of pid.
+func rssKiB(b *testing.B, pid int) int {
+	b.Helper()
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	assert.NilError(b, err)
+	for _, line := range strings.Split(string(raw), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
+			kb, err := strconv.Atoi(f[1])
+			assert.NilError(b, err)
+			return kb
+		}
+	}
+	b.Fatal("no VmRSS")
+	return 0
 }
