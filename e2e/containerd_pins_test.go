@@ -13,10 +13,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"gotest.tools/v3/assert"
-	"gotest.tools/v3/poll"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
@@ -38,21 +36,6 @@ func ctr(t testing.TB, args ...string) string {
 	out, err := cmd.CombinedOutput()
 	assert.NilError(t, err, "ctr %s: %s", strings.Join(args, " "), out)
 	return string(out)
-}
-
-// waitListPinned polls ListImages until image id has the wanted pinned state.
-func waitListPinned(t *testing.T, s *shim, id string, want bool) {
-	t.Helper()
-	poll.WaitOn(t, func(poll.LogT) poll.Result {
-		got, err := s.listPinned(context.Background())
-		if err != nil {
-			return poll.Error(err)
-		}
-		if got[id] != want {
-			return poll.Continue("image %s pinned=%v, want %v", id, got[id], want)
-		}
-		return poll.Success()
-	}, poll.WithTimeout(30*time.Second), poll.WithDelay(100*time.Millisecond))
 }
 
 // TestContainerdLabelPinsLive: `ctr images label` pins and unpins at the next ListImages.

@@ -299,3 +299,18 @@ func (s *shim) listPinned(ctx context.Context) (map[string]bool, error) {
 	}
 	return out, nil
 }
+
+// waitListPinned polls ListImages until image id has the wanted pinned state.
+func waitListPinned(t *testing.T, s *shim, id string, want bool) {
+	t.Helper()
+	poll.WaitOn(t, func(poll.LogT) poll.Result {
+		got, err := s.listPinned(context.Background())
+		if err != nil {
+			return poll.Error(err)
+		}
+		if got[id] != want {
+			return poll.Continue("image %s pinned=%v, want %v", id, got[id], want)
+		}
+		return poll.Success()
+	}, poll.WithTimeout(30*time.Second), poll.WithDelay(100*time.Millisecond))
+}

@@ -45,19 +45,6 @@ func TestPinsFileReloadOnSIGHUP(t *testing.T) {
 	}()
 	defer func() { cancel(); wg.Wait() }()
 
-	waitPinned := func(id string, want bool) {
-		t.Helper()
-		poll.WaitOn(t, func(poll.LogT) poll.Result {
-			got, err := s.listPinned(context.Background())
-			if err != nil {
-				return poll.Error(err)
-			}
-			if got[id] != want {
-				return poll.Continue("image %s pinned=%v, want %v", id, got[id], want)
-			}
-			return poll.Success()
-		}, poll.WithTimeout(30*time.Second), poll.WithDelay(50*time.Millisecond))
-	}
 	// reloadUnderLoad sends SIGHUP and waits until the client loop made calls after it.
 	reloadUnderLoad := func() {
 		t.Helper()
@@ -70,12 +57,12 @@ func TestPinsFileReloadOnSIGHUP(t *testing.T) {
 			return poll.Success()
 		}, poll.WithTimeout(30*time.Second))
 	}
-	waitPinned(a, false)
+	waitListPinned(t, s, a, false)
 
 	writePins("docker.io/e2e/sighup-a:1   # pinned by file\n*sighup-b*\n")
 	reloadUnderLoad()
-	waitPinned(a, true)
-	waitPinned(b, true)
+	waitListPinned(t, s, a, true)
+	waitListPinned(t, s, b, true)
 
 	writePins("e2e/sighup-a:1\nnot a [valid pattern\n")
 	reloadUnderLoad()
@@ -92,8 +79,8 @@ func TestPinsFileReloadOnSIGHUP(t *testing.T) {
 
 	writePins("")
 	reloadUnderLoad()
-	waitPinned(a, false)
-	waitPinned(b, false)
+	waitListPinned(t, s, a, false)
+	waitListPinned(t, s, b, false)
 
 	cancel()
 	wg.Wait()
