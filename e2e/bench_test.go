@@ -145,7 +145,7 @@ func BenchmarkListImagesE2E(b *testing.B) {
 		})
 		b.Run(fmt.Sprintf("crictl/%s/images=%d", cfg.name, n), func(b *testing.B) {
 			timed(b, func() error {
-				out, err := exec.Command(env.crictl, "--runtime-endpoint", s.endpoint, "--image-endpoint", s.endpoint, "images").CombinedOutput()
+				out, err := exec.Command(env.crictl, "--timeout", "120s", "--runtime-endpoint", s.endpoint, "--image-endpoint", s.endpoint, "images").CombinedOutput()
 				if err != nil {
 					return fmt.Errorf("crictl images: %w: %s", err, out)
 				}
