@@ -49,6 +49,12 @@ func TestPullImageRegistryUnavailable(t *testing.T) {
 	assert.Equal(t, status.Code(err), codes.Unavailable)
 }
 
+func TestPullImageNotFound(t *testing.T) {
+	s := startShim(t)
+	_, err := s.img.PullImage(context.Background(), &runtimeapi.PullImageRequest{Image: spec(env.registry + "/" + env.store + "/never-pushed:1")})
+	assert.Equal(t, status.Code(err), codes.NotFound, "a missing image is NotFound: %v", err)
+}
+
 func TestImageServiceBadInput(t *testing.T) {
 	s := startShim(t)
 	ctx := context.Background()

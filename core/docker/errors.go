@@ -34,8 +34,39 @@ func classify(op string, err error) error {
 	case client.IsErrConnectionFailed(err), errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ENOENT):
 		return &kindError{kind: cerrdefs.ErrUnavailable, msg: msg, cause: err}
 	}
-	// The SDK already types HTTP errors with errdefs kinds; Resolve gives ErrUnknown otherwise.
-	return &kindError{kind: cerrdefs.Resolve(err), msg: msg, cause: err}
+	return &kindError{kind: kindOf(err), msg: msg, cause: err}
+}
+
+// kinds are tested in order by kindOf. The Is* functions recognise both wrapped errdefs
+// errors and the SDK's HTTP status errors (which carry their kind as a method, and which
+// errdefs.Resolve does not see).
+var kinds = []struct {
+	is   func(error) bool
+	kind error
+}{
+	{cerrdefs.IsNotFound, cerrdefs.ErrNotFound},
+	{cerrdefs.IsInvalidArgument, cerrdefs.ErrInvalidArgument},
+	{cerrdefs.IsConflict, cerrdefs.ErrConflict},
+	{cerrdefs.IsAlreadyExists, cerrdefs.ErrAlreadyExists},
+	{cerrdefs.IsUnauthorized, cerrdefs.ErrUnauthenticated},
+	{cerrdefs.IsPermissionDenied, cerrdefs.ErrPermissionDenied},
+	{cerrdefs.IsUnavailable, cerrdefs.ErrUnavailable},
+	{cerrdefs.IsNotImplemented, cerrdefs.ErrNotImplemented},
+	{cerrdefs.IsFailedPrecondition, cerrdefs.ErrFailedPrecondition},
+	{cerrdefs.IsResourceExhausted, cerrdefs.ErrResourceExhausted},
+	{cerrdefs.IsNotModified, cerrdefs.ErrNotModified},
+	{cerrdefs.IsDataLoss, cerrdefs.ErrDataLoss},
+	{cerrdefs.IsInternal, cerrdefs.ErrInternal},
+}
+
+// kindOf returns err's errdefs kind, ErrUnknown when it has none.
+func kindOf(err error) error {
+	for _, k := range kinds {
+		if k.is(err) {
+			return k.kind
+		}
+	}
+	return cerrdefs.ErrUnknown
 }
 
 func contextKind(err error) error {

@@ -53,3 +53,44 @@ func TestUnreachableEngineIsUnavailable(t *testing.T) {
 	_, err = c.InspectImage(context.Background(), "x")
 	assert.Check(t, cerrdefs.IsUnavailable(err), "got %v", err)
 }
+
+// engineAnswering is an engine that answers every image request with status and message.
+func engineAnswering(t *testing.T, status int, message string) *SDKClient {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Api-Version", "1.51")
+		w.Header().Set("Content-Type", "application/json")
+		if strings.HasSuffix(r.URL.Path, "/_ping") {
+			_, _ = w.Write([]byte("OK"))
+			return
+		}
+		w.WriteHeader(status)
+		_, _ = w.Write([]byte(`{"message":"` + message + `"}`))
+	}))
+	t.Cleanup(srv.Close)
+	c, err := NewSDKClient("tcp://" + strings.TrimPrefix(srv.URL, "http://"))
+	assert.NilError(t, err)
+	return c
+}
+
+// TestSDKStatusErrorsKeepTheirKind: the SDK's own HTTP errors (not errdefs-wrapped)
+// must keep their kind through classify, so the gRPC code is right.
+func TestSDKStatusErrorsKeepTheirKind(t *testing.T) {
+	tests := []struct {
+		status int
+		want   func(error) bool
+	}{
+		{status: http.StatusNotFound, want: cerrdefs.IsNotFound},
+		{status: http.StatusBadRequest, want: cerrdefs.IsInvalidArgument},
+		{status: http.StatusConflict, want: cerrdefs.IsConflict},
+		{status: http.StatusUnauthorized, want: cerrdefs.IsUnauthorized},
+		{status: http.StatusServiceUnavailable, want: cerrdefs.IsUnavailable},
+		{status: http.StatusInternalServerError, want: cerrdefs.IsInternal},
+	}
+	for _, tc := range tests {
+		c := engineAnswering(t, tc.status, "engine says no")
+		_, err := c.InspectImage(context.Background(), "x:1")
+		assert.Check(t, tc.want(err), "status %d: %v", tc.status, err)
+		assert.Check(t, cerrdefs.Resolve(err) != cerrdefs.ErrUnknown, "status %d: the kind must be visible to Resolve (used by the gRPC conversion): %v", tc.status, err)
+	}
+}
