@@ -2,6 +2,7 @@ package docker
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -91,6 +92,6 @@ func TestSDKStatusErrorsKeepTheirKind(t *testing.T) {
 		c := engineAnswering(t, tc.status, "engine says no")
 		_, err := c.InspectImage(context.Background(), "x:1")
 		assert.Check(t, tc.want(err), "status %d: %v", tc.status, err)
-		assert.Check(t, cerrdefs.Resolve(err) != cerrdefs.ErrUnknown, "status %d: the kind must be visible to Resolve (used by the gRPC conversion): %v", tc.status, err)
+		assert.Check(t, !errors.Is(cerrdefs.Resolve(err), cerrdefs.ErrUnknown), "status %d: the kind must be visible to Resolve (used by the gRPC conversion): %v", tc.status, err)
 	}
 }
