@@ -23,7 +23,7 @@ build: ## build the cri-dockerd binary into _output/
 	go build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/cri-dockerd
 
 .PHONY: test
-test: unit e2e ## unit tests with -race, then the end-to-end suite on a real engine
+test: unit e2e critest ## unit tests with -race, the end-to-end suite and critest on a real engine
 
 .PHONY: unit
 unit: ## unit tests with the race detector
@@ -32,6 +32,10 @@ unit: ## unit tests with the race detector
 .PHONY: e2e
 e2e: build ## end-to-end suite: real engine (each store in E2E_STORES), our binary, crictl
 	E2E_STORES="$(E2E_STORES)" CRI_DOCKERD_BIN=$(CURDIR)/$(BIN) hack/e2e.sh
+
+.PHONY: critest
+critest: build ## offline critest v1.37.0 (image service specs) against our binary, each store in E2E_STORES
+	for s in $(E2E_STORES); do STORE=$$s CRITEST_STOP=1 CRI_DOCKERD_BIN=$(CURDIR)/$(BIN) hack/critest.sh all || exit 1; done
 
 .PHONY: lint
 lint: ## golangci-lint (installed into the tool cache on first use)
