@@ -225,3 +225,28 @@ func TestImageCacheEngineRestart(t *testing.T) {
 	importImage(t, "e2e/cache-restart-b:1")
 	waitSameList(t, cached, uncached)
 }
+
+// TestImageCacheDiskUsage: ImageFsInfo is served from the cache (the engine computes it
+// as slowly as a full list) and follows image changes.
+func TestImageCacheDiskUsage(t *testing.T) {
+	s := startShim(t, cacheFlags...)
+	ctx := context.Background()
+	usage := func() uint64 {
+		t.Helper()
+		fs, err := s.img.ImageFsInfo(ctx, &runtimeapi.ImageFsInfoRequest{})
+		assert.NilError(t, err)
+		assert.Assert(t, len(fs.ImageFilesystems) == 1)
+		return fs.ImageFilesystems[0].UsedBytes.Value
+	}
+	before := usage()
+	importImage(t, "e2e/cache-du:1")
+	poll.WaitOn(t, func(poll.LogT) poll.Result {
+		if after := usage(); after == before {
+			return poll.Continue("image disk usage still %d after an import", after)
+		}
+		return poll.Success()
+	}, poll.WithTimeout(30*time.Second), poll.WithDelay(100*time.Millisecond))
+	st, err := s.rt.Status(ctx, &runtimeapi.StatusRequest{Verbose: true})
+	assert.NilError(t, err)
+	assert.Check(t, strings.Contains(st.Info["imageCache"], `"diskUsageRefreshes":`), st.Info["imageCache"])
+}

@@ -26,11 +26,14 @@ type Config struct {
 	// name at once; this brings what only the engine's list computes (with the
 	// containerd store its RepoDigests differ from inspect's).
 	SettleDelay time.Duration
+	// FsUsageMaxAge is how old the image disk usage served by ImageFsInfo may get
+	// before it is recomputed in the background.
+	FsUsageMaxAge time.Duration
 }
 
 // DefaultConfig returns the defaults.
 func DefaultConfig() Config {
-	return Config{ResyncInterval: 5 * time.Minute, RetryInterval: time.Second, EventReplay: 5 * time.Second, SettleDelay: time.Second}
+	return Config{ResyncInterval: 5 * time.Minute, RetryInterval: time.Second, EventReplay: 5 * time.Second, SettleDelay: time.Second, FsUsageMaxAge: time.Minute}
 }
 
 // state is where the cache is in its life.
@@ -53,8 +56,10 @@ type Cache struct {
 	cfg Config
 	log logrus.FieldLogger
 	idx *index
+	fs  fsUsage
 
 	mu         sync.Mutex
+	runCtx     context.Context // Run's context, for background work; nil before Run
 	st         state
 	changed    chan struct{} // closed and replaced on every state change
 	reason     string        // why the cache is in fallback
@@ -105,6 +110,9 @@ func (c *Cache) live(ctx context.Context) (bool, error) {
 // Run fills the index and keeps it current until ctx ends, re-establishing the event
 // stream (and resyncing) whenever it breaks.
 func (c *Cache) Run(ctx context.Context) {
+	c.mu.Lock()
+	c.runCtx = ctx
+	c.mu.Unlock()
 	for ctx.Err() == nil {
 		err := c.session(ctx)
 		if ctx.Err() != nil {
@@ -200,6 +208,7 @@ func (c *Cache) apply(ctx context.Context, ev docker.ImageEvent) error {
 	c.mu.Lock()
 	c.events++
 	c.mu.Unlock()
+	c.imagesChanged()
 	if ev.Action == "prune" {
 		return c.resync(ctx)
 	}
@@ -228,5 +237,11 @@ func (c *Cache) CacheInfo() map[string]any {
 	if c.reason != "" {
 		info["fallbackReason"] = c.reason
 	}
+	c.fs.mu.Lock()
+	if !c.fs.at.IsZero() {
+		info["diskUsageAt"] = c.fs.at.UTC().Format(time.RFC3339Nano)
+	}
+	info["diskUsageRefreshes"] = c.fs.refreshes
+	c.fs.mu.Unlock()
 	return info
 }

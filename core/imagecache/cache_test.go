@@ -45,7 +45,7 @@ func startCache(t *testing.T, fake *dockertest.Fake, cfg Config) *Cache {
 }
 
 func fastConfig() Config {
-	return Config{ResyncInterval: time.Hour, RetryInterval: 10 * time.Millisecond, EventReplay: time.Second, SettleDelay: time.Hour}
+	return Config{ResyncInterval: time.Hour, RetryInterval: 10 * time.Millisecond, EventReplay: time.Second, SettleDelay: time.Hour, FsUsageMaxAge: time.Hour}
 }
 
 // view is a comparable form of a list: ID -> sorted tags and digests, size.
@@ -263,4 +263,35 @@ func TestCacheRandomizedConsistency(t *testing.T) {
 		}
 	}
 	waitConsistent(t, c, fake)
+}
+
+func TestCacheServesDiskUsageAndRefreshesAfterChanges(t *testing.T) {
+	fake := dockertest.New()
+	fake.AddImage(img(100, "a:1"))
+	c := startCache(t, fake, fastConfig())
+	waitConsistent(t, c, fake)
+	ctx := context.Background()
+
+	first, err := c.ImageFsUsage(ctx)
+	assert.NilError(t, err)
+	assert.Equal(t, first.UsedBytes, uint64(100))
+	for i := 0; i < 10; i++ {
+		got, err := c.ImageFsUsage(ctx)
+		assert.NilError(t, err)
+		assert.Equal(t, got.UsedBytes, uint64(100))
+	}
+	assert.Equal(t, fake.Calls("ImageFsUsage"), 1, "unchanged images: one engine call")
+
+	fake.AddImage(img(50, "b:1")) // an event: the next answer triggers a background recompute
+	waitConsistent(t, c, fake)
+	poll.WaitOn(t, func(poll.LogT) poll.Result {
+		got, err := c.ImageFsUsage(ctx)
+		if err != nil {
+			return poll.Error(err)
+		}
+		if got.UsedBytes != 150 {
+			return poll.Continue("used %d", got.UsedBytes)
+		}
+		return poll.Success()
+	}, poll.WithTimeout(5*time.Second), poll.WithDelay(5*time.Millisecond))
 }

@@ -45,6 +45,7 @@ func (c *Cache) PullImage(ctx context.Context, ref string, opts docker.PullOptio
 	if err := c.Client.PullImage(ctx, ref, opts); err != nil {
 		return err
 	}
+	c.imagesChanged()
 	_, err := c.refresh(ctx, ref, true)
 	return err
 }
@@ -58,6 +59,7 @@ func (c *Cache) RemoveImage(ctx context.Context, ref string) error {
 	if err := c.Client.RemoveImage(ctx, ref); err != nil {
 		return err
 	}
+	c.imagesChanged()
 	if _, err := c.refresh(ctx, id, true); err != nil && !cerrdefs.IsNotFound(err) {
 		return err
 	}
