@@ -66,9 +66,9 @@ func (c *SDKClient) Ping(ctx context.Context) error {
 	return classify("ping docker", err)
 }
 
-// Version returns the engine version.
+// Version returns the engine version. The API version is negotiated once, by the
+// client's first request (kubelet calls Version often: no extra ping per call).
 func (c *SDKClient) Version(ctx context.Context) (Version, error) {
-	c.api.NegotiateAPIVersion(ctx)
 	v, err := c.api.ServerVersion(ctx)
 	if err != nil {
 		return Version{}, classify("docker version", err)
