@@ -35,6 +35,18 @@ type Config struct {
 	// WarnInterval is the minimum interval between two warnings about pin-like but
 	// ineffective labels on the same image; 0 warns every time.
 	WarnInterval time.Duration
+	// Preloaded are the images loaded from the preload directory at this start, by
+	// tarball; each reference is pinned exactly. Pins of tarballs gone since an
+	// earlier start are not here, so they are dropped.
+	Preloaded []Preloaded
+}
+
+// Preloaded is what one preload tarball loaded.
+type Preloaded struct {
+	// Tarball is the file's name in the preload directory.
+	Tarball string `json:"tarball"`
+	// Refs are the references (or IDs, for untagged images) the engine loaded from it.
+	Refs []string `json:"refs"`
 }
 
 // DefaultConfig returns the configuration used when no flag changes it.
@@ -59,6 +71,7 @@ type rules struct {
 	configLabels bool
 	patterns     []Pattern
 	selectors    []labelSelector
+	preload      []Pattern // exact references; text is "<tarball>: <ref>"
 }
 
 func compileRules(c Config) (*rules, error) {
@@ -71,6 +84,8 @@ func compileRules(c Config) (*rules, error) {
 	errs = append(errs, err)
 	r.selectors, err = parseLabelSelectors(c.LabelSelectors)
 	errs = append(errs, err)
+	r.preload, err = parsePreloaded(c.Preloaded)
+	errs = append(errs, err)
 	errs = append(errs, checkDurations(c))
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
@@ -78,25 +93,53 @@ func compileRules(c Config) (*rules, error) {
 	return r, nil
 }
 
-// parseSandbox parses the sandbox image as an exact reference: no wildcard, and an
-// image without tag or digest means ":latest", as the engine would pull it.
+// parseSandbox parses the sandbox image as an exact reference.
 func parseSandbox(image string) (*Pattern, error) {
 	text := strings.TrimSpace(image)
 	if text == "" {
 		return nil, nil
 	}
+	p, err := parseExact(text)
+	if err != nil {
+		return nil, fmt.Errorf("invalid sandbox image %q: %w", text, err)
+	}
+	return &p, nil
+}
+
+// parseExact parses a reference that names one image: no wildcard, and a name
+// without tag or digest means ":latest", as the engine would pull it.
+func parseExact(text string) (Pattern, error) {
 	if strings.Contains(text, "*") {
-		return nil, fmt.Errorf("invalid sandbox image %q: wildcards are not allowed", text)
+		return Pattern{}, errors.New("wildcards are not allowed")
 	}
 	p, err := ParsePattern(text)
 	if err != nil {
-		return nil, fmt.Errorf("invalid sandbox image %q: %w", text, errors.Unwrap(err))
+		return Pattern{}, errors.Unwrap(err)
 	}
 	if p.kind == kindRepo {
 		p.kind = kindTag
 		p.key += ":latest" // the engine's default tag
 	}
-	return &p, nil
+	return p, nil
+}
+
+// parsePreloaded turns what the preload tarballs loaded into exact patterns whose
+// text says where they came from.
+func parsePreloaded(loaded []Preloaded) ([]Pattern, error) {
+	var out []Pattern
+	var errs []error
+	for _, l := range loaded {
+		for _, ref := range l.Refs {
+			p, err := parseExact(strings.TrimSpace(ref))
+			if err != nil {
+				errs = append(errs, fmt.Errorf("invalid reference %q loaded from %s: %w", ref, l.Tarball, err))
+				continue
+			}
+			p.text = l.Tarball + ": " + ref
+			out = append(out, p)
+		}
+	}
+	return out, errors.Join(errs...)
 }
 
 func checkDurations(c Config) error {

@@ -1,13 +1,14 @@
 package pinning
 
 // matchSet is the immutable, ordered list of every reference pattern in force: the
-// sandbox image, then --pinned-images, then the pins file. Reload replaces the whole
+// sandbox image, then --pinned-images, then the pins file, then preloaded images. Reload replaces the whole
 // set, so one Evaluate sees one consistent set. Which patterns match a reference is
 // remembered on the cached reference per set, so a warm Evaluate does no string matching.
 type matchSet struct {
 	patterns    []Pattern
 	sandboxEnd  int            // patterns[:sandboxEnd] is the sandbox image
 	patternsEnd int            // patterns[sandboxEnd:patternsEnd] are --pinned-images
+	fileEnd     int            // patterns[patternsEnd:fileEnd] are the pins file's; the rest preloaded images
 	idPatterns  []int          // indexes of patterns that can match an image ID
 	words       int            // length of a bitmask over patterns
 	file        *pinsFileState // the pins file in force; nil without one
@@ -31,6 +32,8 @@ func newMatchSet(r *rules, file *pinsFileState) *matchSet {
 	if file != nil {
 		s.patterns = append(s.patterns, file.patterns...)
 	}
+	s.fileEnd = len(s.patterns)
+	s.patterns = append(s.patterns, r.preload...)
 	for i := range s.patterns {
 		if k := s.patterns[i].kind; k == kindDigest || k == kindBareDigest {
 			s.idPatterns = append(s.idPatterns, i)

@@ -46,7 +46,7 @@ const (
 	SourceLabelSelector = "pinned-image-labels"
 	// SourceContainerd pins images whose containerd records carry the pinned label.
 	SourceContainerd = "containerd-label"
-	// SourcePreload pins images loaded from the preload directory.
+	// SourcePreload pins the images loaded from the preload directory at this start.
 	SourcePreload = "preload"
 )
 
@@ -160,7 +160,8 @@ func (e *evaluation) decide(img *Image) []Reason {
 	}
 	e.decideSelectors(start, img)
 	if matched {
-		e.addPatterns(start, SourcePinsFile, e.set.patternsEnd, len(e.set.patterns))
+		e.addPatterns(start, SourcePinsFile, e.set.patternsEnd, e.set.fileEnd)
+		e.addPatterns(start, SourcePreload, e.set.fileEnd, len(e.set.patterns))
 	}
 	for _, m := range e.matchers {
 		if m != nil {

@@ -3,6 +3,7 @@ package docker
 import (
 	"context"
 	"errors"
+	"io"
 	"time"
 )
 
@@ -114,6 +115,10 @@ type Client interface {
 	// when there is no such image.
 	RemoveImage(ctx context.Context, ref string) error
 	ImageFsUsage(ctx context.Context) (ImageFsUsage, error)
+	// LoadImages loads a docker save or OCI archive (compressed or not) and returns the
+	// references it loaded (image IDs for untagged images); InvalidArgument when the
+	// engine refuses the archive.
+	LoadImages(ctx context.Context, archive io.Reader) ([]string, error)
 	// ImageEvents streams image events from since (the engine replays recent ones) until
 	// ctx ends or the stream breaks; the error channel then receives why.
 	ImageEvents(ctx context.Context, since time.Time) (<-chan ImageEvent, <-chan error)

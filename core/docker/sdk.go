@@ -160,12 +160,24 @@ func (c *SDKClient) PullImage(ctx context.Context, ref string, opts PullOptions)
 	return nil
 }
 
-// pullMessage is the part of one progress-stream message this client reads.
-type pullMessage struct {
+// streamMessage is the part of one progress-stream message this client reads.
+type streamMessage struct {
+	Stream      string `json:"stream"`
 	Error       string `json:"error"`
 	ErrorDetail *struct {
 		Message string `json:"message"`
 	} `json:"errorDetail"`
+}
+
+// err is the error the message reports, if any.
+func (m *streamMessage) err() error {
+	if m.ErrorDetail != nil && m.ErrorDetail.Message != "" {
+		return errors.New(m.ErrorDetail.Message)
+	}
+	if m.Error != "" {
+		return errors.New(m.Error)
+	}
+	return nil
 }
 
 var errNoProgress = errors.New("no pull progress within the image pull progress deadline")
@@ -180,7 +192,7 @@ func readPullStream(ctx context.Context, cancel context.CancelCauseFunc, body io
 	}
 	dec := json.NewDecoder(body)
 	for {
-		var msg pullMessage
+		var msg streamMessage
 		if err := dec.Decode(&msg); err != nil {
 			if errors.Is(err, io.EOF) {
 				return nil
@@ -193,11 +205,39 @@ func readPullStream(ctx context.Context, cancel context.CancelCauseFunc, body io
 		if timer != nil {
 			timer.Reset(deadline)
 		}
-		if msg.ErrorDetail != nil && msg.ErrorDetail.Message != "" {
-			return errors.New(msg.ErrorDetail.Message)
+		if err := msg.err(); err != nil {
+			return err
 		}
-		if msg.Error != "" {
-			return errors.New(msg.Error)
+	}
+}
+
+// LoadImages loads an image archive. The engine reports what it loaded only as text
+// lines ("Loaded image: REF", "Loaded image ID: ID") in its stream.
+func (c *SDKClient) LoadImages(ctx context.Context, archive io.Reader) ([]string, error) {
+	resp, err := c.api.ImageLoad(ctx, archive, client.ImageLoadWithQuiet(true))
+	if err != nil {
+		return nil, classify("load images", err)
+	}
+	defer resp.Body.Close()
+	var refs []string
+	dec := json.NewDecoder(resp.Body)
+	for {
+		var msg streamMessage
+		if err := dec.Decode(&msg); err != nil {
+			if errors.Is(err, io.EOF) {
+				return refs, nil
+			}
+			return refs, classify("load images", err)
+		}
+		if err := msg.err(); err != nil {
+			return refs, fmt.Errorf("load images: %w", errors.Join(cerrdefs.ErrInvalidArgument, err))
+		}
+		for _, line := range strings.Split(msg.Stream, "\n") {
+			for _, prefix := range []string{"Loaded image: ", "Loaded image ID: "} {
+				if ref, ok := strings.CutPrefix(line, prefix); ok {
+					refs = append(refs, strings.TrimSpace(ref))
+				}
+			}
 		}
 	}
 }

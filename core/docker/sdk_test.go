@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	cerrdefs "github.com/containerd/errdefs"
 	"io"
 	"strings"
 	"testing"
@@ -57,4 +58,26 @@ func TestEncodeAuth(t *testing.T) {
 
 func TestRealRefs(t *testing.T) {
 	assert.DeepEqual(t, realRefs([]string{"<none>:<none>", "a:1", "", "<none>@<none>"}), []string{"a:1"})
+}
+
+func TestLoadImagesReadsLoadedReferences(t *testing.T) {
+	for _, tc := range []struct {
+		body    string
+		want    []string
+		wantErr string
+	}{
+		{body: `{"stream":"Loaded image: e2e/l:1\n"}` + "\n" + `{"stream":"Loaded image: e2e/l:2\n"}`, want: []string{"e2e/l:1", "e2e/l:2"}},
+		{body: `{"stream":"Loaded image ID: sha256:abc\n"}`, want: []string{"sha256:abc"}},
+		{body: `{"error":"invalid archive: does not contain a manifest.json","errorDetail":{"message":"invalid archive: does not contain a manifest.json"}}`, wantErr: "invalid archive"},
+	} {
+		c := engineStreaming(t, tc.body)
+		got, err := c.LoadImages(context.Background(), strings.NewReader("archive"))
+		if tc.wantErr != "" {
+			assert.Check(t, cerrdefs.IsInvalidArgument(err), "got %v", err)
+			assert.ErrorContains(t, err, tc.wantErr)
+			continue
+		}
+		assert.NilError(t, err)
+		assert.DeepEqual(t, got, tc.want)
+	}
 }

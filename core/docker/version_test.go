@@ -95,3 +95,21 @@ func TestSDKStatusErrorsKeepTheirKind(t *testing.T) {
 		assert.Check(t, !errors.Is(cerrdefs.Resolve(err), cerrdefs.ErrUnknown), "status %d: the kind must be visible to Resolve (used by the gRPC conversion): %v", tc.status, err)
 	}
 }
+
+// engineStreaming is an engine whose /images/load answers with body (a JSON stream).
+func engineStreaming(t *testing.T, body string) *SDKClient {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Api-Version", "1.51")
+		if strings.HasSuffix(r.URL.Path, "/_ping") {
+			_, _ = w.Write([]byte("OK"))
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(body))
+	}))
+	t.Cleanup(srv.Close)
+	c, err := NewSDKClient("tcp://" + strings.TrimPrefix(srv.URL, "http://"))
+	assert.NilError(t, err)
+	return c
+}

@@ -96,7 +96,11 @@ func run(opts *Options, log *logrus.Logger) error {
 	if ctrd != nil {
 		defer ctrd.Close()
 	}
-	pins, err := pinning.New(opts.pinningConfig(), pinLog, ctrdSource)
+	pinCfg := opts.pinningConfig()
+	if opts.PreloadImagesDir != "" {
+		pinCfg.Preloaded = preloadImages(client, opts.PreloadImagesDir, log.WithField("component", "preload"))
+	}
+	pins, err := pinning.New(pinCfg, pinLog, ctrdSource)
 	if err != nil {
 		return err
 	}

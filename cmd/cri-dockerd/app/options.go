@@ -55,6 +55,8 @@ type Options struct {
 	PinnedImageLabels []string `json:"pinnedImageLabels"`
 	// PinnedImagesFile is a file of pin patterns, one a line, re-read on SIGHUP.
 	PinnedImagesFile string `json:"pinnedImagesFile"`
+	// PreloadImagesDir holds image archives loaded at start-up and pinned ("" = none).
+	PreloadImagesDir string `json:"preloadImagesDir"`
 	// PinFromConfigLabels honours io.cri-containerd.pinned=pinned in image config labels.
 	PinFromConfigLabels bool `json:"pinFromConfigLabels"`
 	// PinFromContainerdLabels is auto (on when the engine uses the containerd image store), true or false.
@@ -133,6 +135,7 @@ func (o *Options) flagSet() *pflag.FlagSet {
 	fs.StringSliceVar(&o.PinnedImages, "pinned-images", o.PinnedImages, "Images that image garbage collection must keep: repo:tag, repo@digest, a bare repo (every tag), prefix* or *keyword*. Repeatable, comma-separated.")
 	fs.StringSliceVar(&o.PinnedImageLabels, "pinned-image-labels", o.PinnedImageLabels, "Pin images whose image config has one of these labels: key or key=value. Repeatable, comma-separated.")
 	fs.StringVar(&o.PinnedImagesFile, "pinned-images-file", o.PinnedImagesFile, "A file of pin patterns, one per line (# comments); re-read on SIGHUP.")
+	fs.StringVar(&o.PreloadImagesDir, "preload-images-dir", o.PreloadImagesDir, "A directory of image archives (docker save or OCI, .tar[.gz|.xz|.zst|.bz2]) loaded at start-up and pinned; pins of archives removed since are dropped at the next start.")
 	fs.BoolVar(&o.PinFromConfigLabels, "pin-from-config-labels", o.PinFromConfigLabels, "Pin images whose image config has the label io.cri-containerd.pinned=pinned.")
 	fs.StringVar(&o.PinFromContainerdLabels, "pin-from-containerd-labels", o.PinFromContainerdLabels, "Pin images whose record in the engine's containerd image store has io.cri-containerd.pinned=pinned: auto (when the engine uses the containerd image store), true or false.")
 	fs.StringVar(&o.ContainerdAddress, "containerd-address", o.ContainerdAddress, "The engine's containerd socket (default: from the engine's /info, else /run/containerd/containerd.sock, else /var/run/docker/containerd/containerd.sock).")

@@ -49,6 +49,7 @@ func TestUpstreamFlagDefaults(t *testing.T) {
 		"containerd-timeout":           "2s",
 		"image-cache":                  "true",
 		"image-cache-resync":           "5m0s",
+		"preload-images-dir":           "",
 	}
 	for name, def := range want {
 		f := fs.Lookup(name)

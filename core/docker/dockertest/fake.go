@@ -7,6 +7,7 @@ package dockertest
 import (
 	"context"
 	"fmt"
+	"io"
 	"maps"
 	"slices"
 	"strings"
@@ -29,7 +30,8 @@ type Fake struct {
 	info     docker.Info
 	version  docker.Version
 	pulls    []docker.PullOptions
-	calls    map[string]int // engine calls per method
+	calls    map[string]int            // engine calls per method
+	archives map[string][]docker.Image // loadable archives by content
 	history  []docker.ImageEvent
 	subs     map[*subscriber]bool
 }
@@ -49,6 +51,7 @@ func New() *Fake {
 		registry: map[string]docker.Image{},
 		errs:     map[string]error{},
 		calls:    map[string]int{},
+		archives: map[string][]docker.Image{},
 		subs:     map[*subscriber]bool{},
 		info:     docker.Info{Driver: "overlay2", DockerRootDir: "/var/lib/docker", CgroupDriver: "systemd"},
 		version:  docker.Version{Version: "29.8.1", APIVersion: "1.51", NegotiatedAPIVersion: "1.51"},
@@ -68,6 +71,39 @@ func (f *Fake) AddImage(img docker.Image) {
 	for _, t := range img.RepoTags {
 		f.publish("tag", img.ID, t)
 	}
+}
+
+// AddArchive makes an archive whose bytes are content loadable: LoadImages adds imgs.
+func (f *Fake) AddArchive(content string, imgs ...docker.Image) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.archives[content] = imgs
+}
+
+// LoadImages implements docker.Client for archives registered with AddArchive.
+func (f *Fake) LoadImages(ctx context.Context, archive io.Reader) ([]string, error) {
+	content, err := io.ReadAll(archive)
+	if err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	imgs, ok := f.archives[string(content)]
+	f.mu.Unlock()
+	if err := f.Ping(ctx); err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, fmt.Errorf("load images: invalid archive: %w", cerrdefs.ErrInvalidArgument)
+	}
+	var refs []string
+	for _, img := range imgs {
+		f.AddImage(img)
+		if len(img.RepoTags) == 0 {
+			refs = append(refs, img.ID)
+		}
+		refs = append(refs, img.RepoTags...)
+	}
+	return refs, nil
 }
 
 // Tag adds tag to the image ref names (moving it from any other image), as docker tag.
