@@ -61,13 +61,19 @@ start() {
   demo_image dockpin-demo/team-infra:1 team=infra
   demo_image dockpin-demo/not-pinned:1
   echo "dockpin-demo/by-file:1   # pins file, re-read on SIGHUP" >"$DEMO_DIR/pins"
+  mkdir -p "$DEMO_DIR/preload"
+  if [[ ! -f $DEMO_DIR/preload/demo.tar ]]; then # an air-gap archive, loaded and pinned at start-up
+    demo_image dockpin-demo/preloaded:1
+    docker -H "$HOST" save -o "$DEMO_DIR/preload/demo.tar" dockpin-demo/preloaded:1
+    docker -H "$HOST" rmi dockpin-demo/preloaded:1 >/dev/null
+  fi
   stop_pidfile "$CRI_PID" cri-dockerd
   log "starting cri-dockerd on unix://$CRI_SOCK"
   spawn "$CRI_PID" "$DEMO_DIR/cri-dockerd.log" "$CRI_DOCKERD_BIN" \
     --container-runtime-endpoint "unix://$CRI_SOCK" --docker-endpoint "$HOST" \
     --cri-dockerd-root-directory "$DEMO_DIR/root" --network-plugin "" \
     --pinned-images 'dockpin-demo/by-pattern*' --pinned-image-labels team=infra \
-    --pinned-images-file "$DEMO_DIR/pins"
+    --pinned-images-file "$DEMO_DIR/pins" --preload-images-dir "$DEMO_DIR/preload"
   printf 'runtime-endpoint: unix://%s\nimage-endpoint: unix://%s\ntimeout: 60\n' "$CRI_SOCK" "$CRI_SOCK" >"$DEMO_DIR/crictl.yaml"
   local crictl=("$crictl_dir/crictl" --config "$DEMO_DIR/crictl.yaml")
   wait_for 30 "${crictl[@]}" version || { tail -n 20 "$DEMO_DIR/cri-dockerd.log" >&2; die "cri-dockerd did not start"; }
