@@ -37,6 +37,15 @@ func TestPullImageFromLocalRegistry(t *testing.T) {
 	docker(t, "rmi", ref)
 	out := s.crictl(t, "pull", ref)
 	assert.Check(t, strings.Contains(out, resp.ImageRef), out)
+
+	// RemoveImage by repo digest removes the image (as by ID or tag).
+	digests := strings.Fields(docker(t, "image", "inspect", "--format", "{{range .RepoDigests}}{{.}} {{end}}", ref))
+	assert.Assert(t, len(digests) > 0, "a pulled image has a repo digest")
+	_, err = s.img.RemoveImage(ctx, &runtimeapi.RemoveImageRequest{Image: spec(digests[0])})
+	assert.NilError(t, err)
+	st, err = s.img.ImageStatus(ctx, &runtimeapi.ImageStatusRequest{Image: spec(resp.ImageRef)})
+	assert.NilError(t, err)
+	assert.Check(t, st.Image == nil, "image still there after RemoveImage(%s)", digests[0])
 }
 
 func TestPullImageRegistryUnavailable(t *testing.T) {
