@@ -69,15 +69,21 @@ func TestSocketActivationAndNotify(t *testing.T) {
 	assert.Equal(t, v.RuntimeName, "docker")
 }
 
-// slowRegistry answers like a registry whose manifest requests take delay, then 404.
-func slowRegistry(t *testing.T, delay time.Duration) string {
+// slowRegistry answers like a registry whose manifest requests take delay, then 404;
+// the channel receives when a manifest request has arrived.
+func slowRegistry(t *testing.T, delay time.Duration) (string, <-chan struct{}) {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	assert.NilError(t, err)
+	asked := make(chan struct{}, 16)
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/v2/" {
 			w.WriteHeader(http.StatusOK)
 			return
+		}
+		select {
+		case asked <- struct{}{}:
+		default:
 		}
 		time.Sleep(delay)
 		w.Header().Set("Content-Type", "application/json")
@@ -86,20 +92,24 @@ func slowRegistry(t *testing.T, delay time.Duration) string {
 	})}
 	go func() { _ = srv.Serve(lis) }()
 	t.Cleanup(func() { _ = srv.Close() })
-	return lis.Addr().String()
+	return lis.Addr().String(), asked
 }
 
 // TestGracefulStop: SIGTERM during a request lets it finish with its own answer,
 // then the process exits 0.
 func TestGracefulStop(t *testing.T) {
 	s := startShim(t)
-	reg := slowRegistry(t, 3*time.Second)
+	reg, asked := slowRegistry(t, 3*time.Second)
 	done := make(chan error, 1)
 	go func() {
 		_, err := s.img.PullImage(context.Background(), &runtimeapi.PullImageRequest{Image: spec(reg + "/slow/image:1")})
 		done <- err
 	}()
-	time.Sleep(500 * time.Millisecond) // the pull is now waiting on the registry
+	select { // the pull is in flight once the engine waits on the registry
+	case <-asked:
+	case err := <-done:
+		t.Fatalf("the pull ended before the registry was asked: %v", err)
+	}
 	s.signal(t, syscall.SIGTERM)
 	err := <-done
 	// The pull's own outcome (the registry said manifest unknown), not a cut connection.
