@@ -31,6 +31,14 @@ func TestEngineOutage(t *testing.T) {
 			_, _ = hackOutput("engine.sh", "start-dockerd")
 		}
 	}()
+	// The image cache answers from its index until it sees the event stream end (within
+	// milliseconds); from then on calls reach the engine and fail.
+	poll.WaitOn(t, func(poll.LogT) poll.Result {
+		if _, err := s.img.ListImages(ctx, &runtimeapi.ListImagesRequest{}); status.Code(err) != codes.Unavailable {
+			return poll.Continue("ListImages with the engine down: %v", err)
+		}
+		return poll.Success()
+	}, poll.WithTimeout(30*time.Second), poll.WithDelay(50*time.Millisecond))
 	calls := map[string]error{}
 	_, calls["ListImages"] = s.img.ListImages(ctx, &runtimeapi.ListImagesRequest{})
 	_, calls["ImageStatus"] = s.img.ImageStatus(ctx, &runtimeapi.ImageStatusRequest{Image: spec("e2e/outage:1")})
