@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	"gotest.tools/v3/assert"
@@ -118,4 +119,17 @@ func TestGracefulStop(t *testing.T) {
 		strings.Contains(status.Convert(err).Message(), "not found"), "in-flight request was cut: %v", err)
 	assert.NilError(t, s.cmd.Wait(), "exit status after SIGTERM")
 	assert.Check(t, strings.Contains(s.log(t), "waiting for in-flight requests"))
+}
+
+// TestPullProgressDeadline: a pull that makes no progress for --image-pull-progress-deadline
+// is cancelled with DeadlineExceeded, naming the deadline.
+func TestPullProgressDeadline(t *testing.T) {
+	s := startShim(t, "--image-pull-progress-deadline", "1s")
+	reg, _ := slowRegistry(t, 20*time.Second)
+	// The registry stalls for 20 s: only the deadline can end the pull with this error.
+	start := time.Now()
+	_, err := s.img.PullImage(context.Background(), &runtimeapi.PullImageRequest{Image: spec(reg + "/stalled/image:1")})
+	assert.Equal(t, status.Code(err), codes.DeadlineExceeded, "got %v", err)
+	assert.Check(t, strings.Contains(status.Convert(err).Message(), "no pull progress"), err)
+	t.Logf("stalled pull cancelled after %v", time.Since(start).Round(time.Millisecond))
 }

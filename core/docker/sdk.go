@@ -146,18 +146,57 @@ func (c *SDKClient) PullImage(ctx context.Context, ref string, opts PullOptions)
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	body, err := c.api.ImagePull(ctx, ref, pullOpts)
+	// Armed before the request: the engine answers nothing until it has progress to
+	// report, so a registry that stalls while resolving the manifest counts too.
+	watchdog := watchProgress(opts.ProgressDeadline, cancel)
+	defer watchdog.stop()
+	err := c.pull(ctx, ref, pullOpts, watchdog)
+	if cause := context.Cause(ctx); err != nil && errors.Is(cause, errNoProgress) {
+		return fmt.Errorf("pull %s: %w", ref, errors.Join(context.DeadlineExceeded, cause))
+	}
+	return err
+}
+
+func (c *SDKClient) pull(ctx context.Context, ref string, opts image.PullOptions, watchdog *progressWatchdog) error {
+	body, err := c.api.ImagePull(ctx, ref, opts)
 	if err != nil {
 		return pullError(ref, err)
 	}
 	defer body.Close()
-	if err := readPullStream(ctx, cancel, body, opts.ProgressDeadline); err != nil {
-		if cause := context.Cause(ctx); errors.Is(cause, errNoProgress) {
-			return fmt.Errorf("pull %s: %w", ref, errors.Join(context.DeadlineExceeded, cause))
-		}
+	if err := readPullStream(ctx, body, watchdog.progress); err != nil {
 		return pullError(ref, err)
 	}
 	return nil
+}
+
+// progressWatchdog cancels a pull that makes no progress for its deadline; a nil one
+// never fires.
+type progressWatchdog struct {
+	timer    *time.Timer
+	deadline time.Duration
+}
+
+func watchProgress(deadline time.Duration, cancel context.CancelCauseFunc) *progressWatchdog {
+	if deadline <= 0 {
+		return nil
+	}
+	return &progressWatchdog{
+		timer:    time.AfterFunc(deadline, func() { cancel(fmt.Errorf("%w (%s)", errNoProgress, deadline)) }),
+		deadline: deadline,
+	}
+}
+
+// progress restarts the countdown.
+func (w *progressWatchdog) progress() {
+	if w != nil {
+		w.timer.Reset(w.deadline)
+	}
+}
+
+func (w *progressWatchdog) stop() {
+	if w != nil {
+		w.timer.Stop()
+	}
 }
 
 // streamMessage is the part of one progress-stream message this client reads.
@@ -182,14 +221,9 @@ func (m *streamMessage) err() error {
 
 var errNoProgress = errors.New("no pull progress within the image pull progress deadline")
 
-// readPullStream decodes the progress stream until EOF, returning the first error
-// message the engine sent. With a deadline, a stream silent for that long is cancelled.
-func readPullStream(ctx context.Context, cancel context.CancelCauseFunc, body io.Reader, deadline time.Duration) error {
-	var timer *time.Timer
-	if deadline > 0 {
-		timer = time.AfterFunc(deadline, func() { cancel(fmt.Errorf("%w (%s)", errNoProgress, deadline)) })
-		defer timer.Stop()
-	}
+// readPullStream decodes the progress stream until EOF, calling onProgress for every
+// message and returning the first error message the engine sent.
+func readPullStream(ctx context.Context, body io.Reader, onProgress func()) error {
 	dec := json.NewDecoder(body)
 	for {
 		var msg streamMessage
@@ -202,9 +236,7 @@ func readPullStream(ctx context.Context, cancel context.CancelCauseFunc, body io
 			}
 			return err
 		}
-		if timer != nil {
-			timer.Reset(deadline)
-		}
+		onProgress()
 		if err := msg.err(); err != nil {
 			return err
 		}

@@ -18,11 +18,13 @@ import (
 func TestReadPullStream(t *testing.T) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
+	progress := 0
 	ok := `{"status":"Pulling from library/x"}` + "\n" + `{"status":"Digest: sha256:aa"}` + "\n"
-	assert.NilError(t, readPullStream(ctx, cancel, strings.NewReader(ok), time.Minute))
+	assert.NilError(t, readPullStream(ctx, strings.NewReader(ok), func() { progress++ }))
+	assert.Equal(t, progress, 2)
 
 	bad := `{"status":"Pulling"}` + "\n" + `{"errorDetail":{"message":"manifest unknown"},"error":"manifest unknown"}` + "\n"
-	assert.Error(t, readPullStream(ctx, cancel, strings.NewReader(bad), 0), "manifest unknown")
+	assert.Error(t, readPullStream(ctx, strings.NewReader(bad), func() {}), "manifest unknown")
 }
 
 // silentReader blocks until its context ends, as an engine that stops sending progress.
@@ -33,12 +35,29 @@ func (r silentReader) Read([]byte) (int, error) {
 	return 0, io.ErrUnexpectedEOF
 }
 
-func TestReadPullStreamProgressDeadline(t *testing.T) {
+func TestProgressWatchdog(t *testing.T) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
-	err := readPullStream(ctx, cancel, silentReader{ctx}, 20*time.Millisecond)
+	w := watchProgress(20*time.Millisecond, cancel)
+	defer w.stop()
+	err := readPullStream(ctx, silentReader{ctx}, w.progress)
 	assert.Check(t, err != nil)
 	assert.Check(t, errors.Is(context.Cause(ctx), errNoProgress), "cause %v", context.Cause(ctx))
+
+	var none *progressWatchdog // deadline 0: never fires, and its methods are safe
+	none.progress()
+	none.stop()
+	assert.Check(t, watchProgress(0, cancel) == nil)
+}
+
+// TestPullStalledBeforeAnyProgress: an engine that sends nothing at all (the registry
+// stalls while the engine resolves the manifest) is cut off by the deadline too.
+func TestPullStalledBeforeAnyProgress(t *testing.T) {
+	// Without the watchdog the call would end after the stall with another error.
+	c := engineStalling(t, 10*time.Second)
+	err := c.PullImage(context.Background(), "127.0.0.1:1/stalled:1", PullOptions{ProgressDeadline: 100 * time.Millisecond})
+	assert.Check(t, cerrdefs.IsDeadlineExceeded(err), "got %v", err)
+	assert.Check(t, errors.Is(err, errNoProgress), "got %v", err)
 }
 
 func TestEncodeAuth(t *testing.T) {

@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"gotest.tools/v3/assert"
@@ -107,6 +108,26 @@ func engineStreaming(t *testing.T, body string) *SDKClient {
 		}
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write([]byte(body))
+	}))
+	t.Cleanup(srv.Close)
+	c, err := NewSDKClient("tcp://" + strings.TrimPrefix(srv.URL, "http://"))
+	assert.NilError(t, err)
+	return c
+}
+
+// engineStalling is an engine whose /images/create sends nothing for stall.
+func engineStalling(t *testing.T, stall time.Duration) *SDKClient {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Api-Version", "1.51")
+		if strings.HasSuffix(r.URL.Path, "/_ping") {
+			_, _ = w.Write([]byte("OK"))
+			return
+		}
+		select {
+		case <-time.After(stall):
+		case <-r.Context().Done():
+		}
 	}))
 	t.Cleanup(srv.Close)
 	c, err := NewSDKClient("tcp://" + strings.TrimPrefix(srv.URL, "http://"))
