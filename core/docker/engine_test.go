@@ -1,0 +1,66 @@
+package docker
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"gotest.tools/v3/assert"
+)
+
+// testEngine is a client for an HTTP engine on loopback that speaks apiVersion,
+// answers /_ping, and passes every other request to handle.
+func testEngine(t *testing.T, apiVersion string, handle http.HandlerFunc) *SDKClient {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Api-Version", apiVersion)
+		if strings.HasSuffix(r.URL.Path, "/_ping") {
+			_, _ = w.Write([]byte("OK"))
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		handle(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	c, err := NewSDKClient("tcp://" + strings.TrimPrefix(srv.URL, "http://"))
+	assert.NilError(t, err)
+	return c
+}
+
+// versionedEngine answers /version as an engine speaking apiVersion would.
+func versionedEngine(t *testing.T, apiVersion string) *SDKClient {
+	return testEngine(t, apiVersion, func(w http.ResponseWriter, r *http.Request) {
+		if !strings.HasSuffix(r.URL.Path, "/version") {
+			http.NotFound(w, r)
+			return
+		}
+		_, _ = w.Write([]byte(`{"Version":"20.10.24","ApiVersion":"` + apiVersion + `","MinAPIVersion":"1.12"}`))
+	})
+}
+
+// engineAnswering answers every request with status and message.
+func engineAnswering(t *testing.T, status int, message string) *SDKClient {
+	return testEngine(t, "1.51", func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(status)
+		_, _ = w.Write([]byte(`{"message":"` + message + `"}`))
+	})
+}
+
+// engineStreaming answers every request with body (a JSON stream).
+func engineStreaming(t *testing.T, body string) *SDKClient {
+	return testEngine(t, "1.51", func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = w.Write([]byte(body))
+	})
+}
+
+// engineStalling sends nothing for stall (or until the client goes away).
+func engineStalling(t *testing.T, stall time.Duration) *SDKClient {
+	return testEngine(t, "1.51", func(_ http.ResponseWriter, r *http.Request) {
+		select {
+		case <-time.After(stall):
+		case <-r.Context().Done():
+		}
+	})
+}
