@@ -5,6 +5,8 @@ import (
 	"errors"
 	"io"
 	"time"
+
+	"github.com/docker/docker/api/types/versions"
 )
 
 // MinAPIVersion is the oldest Engine API this shim accepts (Docker 23), as upstream cri-dockerd.
@@ -100,6 +102,8 @@ type ImageEvent struct {
 // Client is what package core needs from Docker Engine. Every method takes the
 // request's context and returns errors classified with containerd errdefs.
 type Client interface {
+	Containers
+
 	Version(ctx context.Context) (Version, error)
 	Info(ctx context.Context) (Info, error)
 	Ping(ctx context.Context) error
@@ -122,4 +126,9 @@ type Client interface {
 	// ImageEvents streams image events from since (the engine replays recent ones) until
 	// ctx ends or the stream breaks; the error channel then receives why.
 	ImageEvents(ctx context.Context, since time.Time) (<-chan ImageEvent, <-chan error)
+}
+
+// APIAtLeast tells whether the negotiated API version is at least api ("1.44").
+func (v Version) APIAtLeast(api string) bool {
+	return !versions.LessThan(v.NegotiatedAPIVersion, api)
 }

@@ -34,6 +34,12 @@ type Fake struct {
 	archives map[string][]docker.Image // loadable archives by content
 	history  []docker.ImageEvent
 	subs     map[*subscriber]bool
+
+	containers   map[string]*fakeContainer // by ID
+	containerSeq int                       // containers ever created: IDs and addresses
+	pidSeq       int                       // container starts: fake pids
+	execHandler  func(id string, opts docker.ExecOptions) (int, error)
+	changed      chan struct{} // closed and replaced whenever a container or its log changes
 }
 
 // subscriber is one open event stream.
@@ -55,6 +61,9 @@ func New() *Fake {
 		subs:     map[*subscriber]bool{},
 		info:     docker.Info{Driver: "overlay2", DockerRootDir: "/var/lib/docker", CgroupDriver: "systemd"},
 		version:  docker.Version{Version: "29.8.1", APIVersion: "1.51", NegotiatedAPIVersion: "1.51"},
+
+		containers: map[string]*fakeContainer{},
+		changed:    make(chan struct{}),
 	}
 }
 

@@ -1,0 +1,267 @@
+package docker
+
+import (
+	"context"
+	"io"
+	"time"
+)
+
+// Engine container states, as the engine reports them.
+const (
+	StateCreated    = "created"
+	StateRunning    = "running"
+	StatePaused     = "paused"
+	StateRestarting = "restarting"
+	StateRemoving   = "removing"
+	StateExited     = "exited"
+	StateDead       = "dead"
+)
+
+// Mount is one bind mount of a host path into a container.
+type Mount struct {
+	// Source is the host path.
+	Source string
+	// Target is the path inside the container.
+	Target string
+	// ReadOnly mounts it read-only; submounts stay writable unless RecursiveReadOnly.
+	ReadOnly bool
+	// RecursiveReadOnly makes a read-only mount's submounts read-only too (API 1.44+).
+	RecursiveReadOnly bool
+	// Propagation is "", "rprivate", "rslave" or "rshared".
+	Propagation string
+	// SELinuxRelabel asks the engine to relabel the source (the "Z" option).
+	SELinuxRelabel bool
+}
+
+// Device is a host device made available in a container.
+type Device struct {
+	PathOnHost        string
+	PathInContainer   string
+	CgroupPermissions string
+}
+
+// PortBinding publishes a container port on the host (Docker's bridge network only;
+// with CNI the portmap plugin does this).
+type PortBinding struct {
+	// Protocol is "tcp", "udp" or "sctp".
+	Protocol      string
+	ContainerPort int
+	// HostIP is the host address to bind ("" = all).
+	HostIP string
+	// HostPort is the host port (0 = the engine picks one).
+	HostPort int
+}
+
+// Ulimit is one resource limit.
+type Ulimit struct {
+	Name string
+	Soft int64
+	Hard int64
+}
+
+// Resources are a container's cgroup limits. Zero values mean "no limit / engine default".
+type Resources struct {
+	CPUShares   int64
+	CPUPeriod   int64
+	CPUQuota    int64
+	CpusetCpus  string
+	CpusetMems  string
+	MemoryLimit int64
+	MemorySwap  int64
+	// PidsLimit is the maximum number of processes (0 = unlimited).
+	PidsLimit int64
+	// Unified are cgroup v2 key/values.
+	Unified map[string]string
+	Ulimits []Ulimit
+}
+
+// ContainerSpec is what CreateContainer asks the engine for. It maps one to one onto
+// the engine's container config and host config.
+type ContainerSpec struct {
+	// Name is the container name (without the leading "/").
+	Name   string
+	Image  string
+	Labels map[string]string
+	// Entrypoint and Cmd override the image's when non-nil.
+	Entrypoint []string
+	Cmd        []string
+	Env        []string
+	WorkingDir string
+	User       string
+	Hostname   string
+	Domainname string
+	Tty        bool
+	OpenStdin  bool
+	StdinOnce  bool
+	StopSignal string
+
+	// NetworkMode is "none", "default"/"bridge", "host" or "container:<id>".
+	NetworkMode string
+	// PidMode is "", "host" or "container:<id>".
+	PidMode string
+	// IpcMode is "", "host", "shareable" or "container:<id>".
+	IpcMode string
+	// UTSMode is "" or "host".
+	UTSMode      string
+	CgroupParent string
+	Privileged   bool
+	// ReadonlyRootfs mounts the root filesystem read-only.
+	ReadonlyRootfs bool
+	CapAdd         []string
+	CapDrop        []string
+	// SecurityOpt are engine security options ("seccomp=unconfined", "no-new-privileges",
+	// "apparmor=...", "label=...").
+	SecurityOpt []string
+	// MaskedPaths and ReadonlyPaths replace the engine's defaults when non-nil.
+	MaskedPaths   []string
+	ReadonlyPaths []string
+	Sysctls       map[string]string
+	OomScoreAdj   int
+	GroupAdd      []string
+	DNS           []string
+	DNSSearch     []string
+	DNSOptions    []string
+	ExtraHosts    []string
+	PortBindings  []PortBinding
+	// ShmSize is the size of /dev/shm in bytes (0 = engine default).
+	ShmSize   int64
+	Mounts    []Mount
+	Devices   []Device
+	Resources Resources
+}
+
+// Container is one container as the engine lists it.
+type Container struct {
+	ID string
+	// Name is the container name without the leading "/".
+	Name string
+	// Image is the image reference the container was created from.
+	Image string
+	// ImageID is the engine's image ID ("sha256:<hex>").
+	ImageID string
+	Labels  map[string]string
+	// State is one of the State* constants.
+	State   string
+	Created time.Time
+}
+
+// ContainerDetails is one container as the engine inspects it.
+type ContainerDetails struct {
+	Container
+
+	// Pid is the container's init process on the host (0 when not running).
+	Pid        int
+	ExitCode   int
+	Error      string
+	OOMKilled  bool
+	StartedAt  time.Time
+	FinishedAt time.Time
+
+	Hostname    string
+	User        string
+	Env         []string
+	Entrypoint  []string
+	Cmd         []string
+	NetworkMode string
+	PidMode     string
+	IpcMode     string
+	// IPAddress is the container's address on the engine's networks (bridge mode).
+	IPAddress string
+	// IPv6Address is its global IPv6 address on the engine's networks, if any.
+	IPv6Address    string
+	ResolvConfPath string
+	HostnamePath   string
+	HostsPath      string
+	// LogPath is the engine's json-file log of the container.
+	LogPath   string
+	Mounts    []Mount
+	Resources Resources
+}
+
+// ContainerFilter selects containers in ListContainers. Zero fields select everything.
+type ContainerFilter struct {
+	// ID selects the container with this ID or ID prefix.
+	ID string
+	// Labels selects containers carrying all of these label=value pairs.
+	Labels map[string]string
+	// Running selects only running containers; otherwise stopped ones are included too.
+	Running bool
+}
+
+// ExecOptions describe one command run in a container.
+type ExecOptions struct {
+	Cmd []string
+	Tty bool
+	// Stdin, when set, is copied to the process's standard input.
+	Stdin io.Reader
+	// Stdout and Stderr receive the process's output (Stderr is unused with Tty).
+	Stdout io.Writer
+	Stderr io.Writer
+}
+
+// LogsOptions select a container's log stream.
+type LogsOptions struct {
+	// Follow keeps the stream open while the container runs.
+	Follow bool
+	// Since skips lines logged before this time (zero = from the start).
+	Since time.Time
+	// Stdout and Stderr receive the lines, each prefixed by its RFC 3339 nano timestamp
+	// and a space, as the engine sends them with timestamps on. A TTY container's
+	// output all goes to Stdout.
+	Stdout io.Writer
+	Stderr io.Writer
+}
+
+// ContainerStats are one sample of a container's resource usage.
+type ContainerStats struct {
+	Timestamp time.Time
+	// CPUUsageNanos is the cumulative CPU time in nanoseconds.
+	CPUUsageNanos uint64
+	// MemoryUsageBytes is current memory usage including page cache.
+	MemoryUsageBytes uint64
+	// MemoryWorkingSetBytes is usage minus inactive file pages, as kubelet counts it.
+	MemoryWorkingSetBytes uint64
+	// MemoryRSSBytes is anonymous memory.
+	MemoryRSSBytes uint64
+	// PageFaults and MajorPageFaults are cumulative counts.
+	PageFaults      uint64
+	MajorPageFaults uint64
+	// Pids is the number of processes.
+	Pids uint64
+	// Networks are per interface counters (only meaningful for a container owning its network).
+	Networks map[string]NetworkStats
+}
+
+// NetworkStats are one interface's cumulative counters.
+type NetworkStats struct {
+	RxBytes  uint64
+	RxErrors uint64
+	TxBytes  uint64
+	TxErrors uint64
+}
+
+// Containers is what package core needs from the engine for pod sandboxes and
+// containers. Every method takes the request's context and returns errors classified
+// with containerd errdefs (NotFound for a missing container, AlreadyExists for a taken
+// name, Unavailable when the engine cannot be reached).
+type Containers interface {
+	// CreateContainer creates a container and returns its ID.
+	CreateContainer(ctx context.Context, spec ContainerSpec) (string, error)
+	StartContainer(ctx context.Context, id string) error
+	// StopContainer stops a container, killing it after timeout; stopping a stopped
+	// container succeeds.
+	StopContainer(ctx context.Context, id string, timeout time.Duration) error
+	// RemoveContainer removes a container (forcibly, when running) with its anonymous volumes.
+	RemoveContainer(ctx context.Context, id string) error
+	ListContainers(ctx context.Context, filter ContainerFilter) ([]Container, error)
+	InspectContainer(ctx context.Context, id string) (ContainerDetails, error)
+	UpdateContainerResources(ctx context.Context, id string, r Resources) error
+	// Exec runs a command in a running container and returns its exit code. When ctx
+	// ends first the process is killed and ctx's error returned.
+	Exec(ctx context.Context, id string, opts ExecOptions) (int, error)
+	// ContainerLogs copies the container's log lines to opts' writers until the log
+	// ends (or, with Follow, the container stops or ctx ends).
+	ContainerLogs(ctx context.Context, id string, opts LogsOptions) error
+	// ContainerStats takes one sample of a running container's resource usage.
+	ContainerStats(ctx context.Context, id string) (ContainerStats, error)
+}

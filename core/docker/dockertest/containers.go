@@ -1,0 +1,520 @@
+package dockertest
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"maps"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+
+	"github.com/dockpin/cri-dockerd/core/docker"
+)
+
+// fakeContainer is one container of the fake engine.
+type fakeContainer struct {
+	seq     int // creation order
+	spec    docker.ContainerSpec
+	details docker.ContainerDetails
+	logs    []logLine
+	stats   *docker.ContainerStats
+}
+
+// logLine is one line of a container's log.
+type logLine struct {
+	stream string // "stdout" or "stderr"
+	line   string
+	time   time.Time
+}
+
+// CreateContainer implements docker.Client: the image must exist and the name be free.
+func (f *Fake) CreateContainer(ctx context.Context, spec docker.ContainerSpec) (string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.check(ctx, "CreateContainer"); err != nil {
+		return "", err
+	}
+	name := strings.TrimPrefix(spec.Name, "/")
+	if name == "" {
+		name = fmt.Sprintf("fake_container_%d", f.containerSeq+1)
+	}
+	for _, c := range f.containers {
+		if c.details.Name == name {
+			return "", fmt.Errorf("create container %s: the container name %q is already in use by container %s: %w",
+				name, "/"+name, c.details.ID, cerrdefs.ErrAlreadyExists)
+		}
+	}
+	img := f.lookup(spec.Image)
+	if img == nil {
+		return "", fmt.Errorf("create container %s: no such image: %s: %w", name, spec.Image, cerrdefs.ErrNotFound)
+	}
+	f.containerSeq++
+	sum := sha256.Sum256([]byte("container-" + strconv.Itoa(f.containerSeq)))
+	id := hex.EncodeToString(sum[:])
+	spec = cloneSpec(spec)
+	spec.Name = name
+	hostname := spec.Hostname
+	if hostname == "" {
+		hostname = id[:12]
+	}
+	dir := path.Join(f.info.DockerRootDir, "containers", id)
+	f.containers[id] = &fakeContainer{
+		seq:  f.containerSeq,
+		spec: spec,
+		details: docker.ContainerDetails{
+			Container: docker.Container{
+				ID:      id,
+				Name:    name,
+				Image:   spec.Image,
+				ImageID: img.ID,
+				Labels:  spec.Labels,
+				State:   docker.StateCreated,
+				Created: time.Now(),
+			},
+			Hostname:       hostname,
+			User:           spec.User,
+			Env:            spec.Env,
+			Entrypoint:     spec.Entrypoint,
+			Cmd:            spec.Cmd,
+			NetworkMode:    spec.NetworkMode,
+			PidMode:        spec.PidMode,
+			IpcMode:        spec.IpcMode,
+			ResolvConfPath: path.Join(dir, "resolv.conf"),
+			HostnamePath:   path.Join(dir, "hostname"),
+			HostsPath:      path.Join(dir, "hosts"),
+			LogPath:        path.Join(dir, id+"-json.log"),
+			Mounts:         spec.Mounts,
+			Resources:      spec.Resources,
+		},
+	}
+	f.notify()
+	return id, nil
+}
+
+// StartContainer implements docker.Client: a created or stopped container runs;
+// starting a running one is a no-op.
+func (f *Fake) StartContainer(ctx context.Context, id string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.check(ctx, "StartContainer"); err != nil {
+		return err
+	}
+	c := f.container(id)
+	if c == nil {
+		return noSuchContainer("start container", id)
+	}
+	if c.details.State != docker.StateRunning {
+		f.setRunning(c)
+		c.details.ExitCode = 0
+		c.details.Error = ""
+		c.details.OOMKilled = false
+		f.notify()
+	}
+	return nil
+}
+
+// setRunning marks c running with a fresh pid and, on the bridge network, an address.
+func (f *Fake) setRunning(c *fakeContainer) {
+	f.pidSeq++
+	d := &c.details
+	d.State = docker.StateRunning
+	d.Pid = 10000 + f.pidSeq
+	d.StartedAt = time.Now()
+	switch c.spec.NetworkMode {
+	case "", "default", "bridge":
+		n := c.seq - 1 // the first container gets 172.17.0.2, after the gateway
+		d.IPAddress = fmt.Sprintf("172.17.%d.%d", n/253, n%253+2)
+	}
+}
+
+// setStopped marks c as state (exited or dead) with its process gone.
+func setStopped(c *fakeContainer, state string) {
+	d := &c.details
+	d.State = state
+	d.Pid = 0
+	d.FinishedAt = time.Now()
+	d.IPAddress = ""
+	d.IPv6Address = ""
+}
+
+// StopContainer implements docker.Client: a running container exits with its exit
+// code (0 unless set with SetContainerState); stopping any other succeeds.
+func (f *Fake) StopContainer(ctx context.Context, id string, _ time.Duration) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.check(ctx, "StopContainer"); err != nil {
+		return err
+	}
+	c := f.container(id)
+	if c == nil {
+		return noSuchContainer("stop container", id)
+	}
+	switch c.details.State {
+	case docker.StateRunning, docker.StatePaused, docker.StateRestarting:
+		setStopped(c, docker.StateExited)
+		f.notify()
+	}
+	return nil
+}
+
+// RemoveContainer implements docker.Client.
+func (f *Fake) RemoveContainer(ctx context.Context, id string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.check(ctx, "RemoveContainer"); err != nil {
+		return err
+	}
+	c := f.container(id)
+	if c == nil {
+		return noSuchContainer("remove container", id)
+	}
+	delete(f.containers, c.details.ID)
+	f.notify()
+	return nil
+}
+
+// ListContainers implements docker.Client; the newest container comes first, as
+// the engine lists them.
+func (f *Fake) ListContainers(ctx context.Context, filter docker.ContainerFilter) ([]docker.Container, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.check(ctx, "ListContainers"); err != nil {
+		return nil, err
+	}
+	var sel []*fakeContainer
+	for _, c := range f.containers {
+		d := &c.details
+		if filter.Running && d.State != docker.StateRunning {
+			continue
+		}
+		if filter.ID != "" && !strings.HasPrefix(d.ID, filter.ID) {
+			continue
+		}
+		if !hasLabels(d.Labels, filter.Labels) {
+			continue
+		}
+		sel = append(sel, c)
+	}
+	slices.SortFunc(sel, func(a, b *fakeContainer) int { return b.seq - a.seq })
+	out := make([]docker.Container, 0, len(sel))
+	for _, c := range sel {
+		out = append(out, cloneDetails(c.details).Container)
+	}
+	return out, nil
+}
+
+func hasLabels(labels, want map[string]string) bool {
+	for k, v := range want {
+		if got, ok := labels[k]; !ok || got != v {
+			return false
+		}
+	}
+	return true
+}
+
+// InspectContainer implements docker.Client.
+func (f *Fake) InspectContainer(ctx context.Context, id string) (docker.ContainerDetails, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.check(ctx, "InspectContainer"); err != nil {
+		return docker.ContainerDetails{}, err
+	}
+	c := f.container(id)
+	if c == nil {
+		return docker.ContainerDetails{}, noSuchContainer("inspect container", id)
+	}
+	return cloneDetails(c.details), nil
+}
+
+// UpdateContainerResources implements docker.Client; InspectContainer shows the new resources.
+func (f *Fake) UpdateContainerResources(ctx context.Context, id string, r docker.Resources) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.check(ctx, "UpdateContainerResources"); err != nil {
+		return err
+	}
+	c := f.container(id)
+	if c == nil {
+		return noSuchContainer("update container resources", id)
+	}
+	c.details.Resources = cloneResources(r)
+	c.spec.Resources = cloneResources(r)
+	return nil
+}
+
+// SetExecHandler makes Exec run h (nil restores the default: no output, exit code 0).
+// h runs without the fake's lock held; it may write to opts' writers and read
+// opts.Stdin.
+func (f *Fake) SetExecHandler(h func(id string, opts docker.ExecOptions) (int, error)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.execHandler = h
+}
+
+// Exec implements docker.Client with the handler set by SetExecHandler. When ctx
+// ends before the handler returns, Exec returns ctx's error (the handler goes on).
+func (f *Fake) Exec(ctx context.Context, id string, opts docker.ExecOptions) (int, error) {
+	f.mu.Lock()
+	if err := f.check(ctx, "Exec"); err != nil {
+		f.mu.Unlock()
+		return -1, err
+	}
+	c := f.container(id)
+	if c == nil {
+		f.mu.Unlock()
+		return -1, noSuchContainer("exec in container", id)
+	}
+	if c.details.State != docker.StateRunning {
+		state := c.details.State
+		f.mu.Unlock()
+		return -1, fmt.Errorf("exec in container %s: container is not running (%s): %w", id, state, cerrdefs.ErrFailedPrecondition)
+	}
+	handler := f.execHandler
+	cid := c.details.ID
+	f.mu.Unlock()
+	if handler == nil {
+		return 0, nil
+	}
+	type result struct {
+		code int
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		code, err := handler(cid, opts)
+		done <- result{code, err}
+	}()
+	select {
+	case r := <-done:
+		return r.code, r.err
+	case <-ctx.Done():
+		return -1, ctx.Err()
+	}
+}
+
+// AppendLog adds line to container id's log on stream ("stdout" or "stderr") at t;
+// it does nothing when there is no such container.
+func (f *Fake) AppendLog(id, stream, line string, t time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if c := f.container(id); c != nil {
+		c.logs = append(c.logs, logLine{stream: stream, line: line, time: t})
+		f.notify()
+	}
+}
+
+// ContainerLogs implements docker.Client: the lines logged since opts.Since, each as
+// "<RFC 3339 nano time> <line>\n"; with Follow, new lines until the container stops
+// or is removed, or ctx ends.
+func (f *Fake) ContainerLogs(ctx context.Context, id string, opts docker.LogsOptions) error {
+	f.mu.Lock()
+	if err := f.check(ctx, "ContainerLogs"); err != nil {
+		f.mu.Unlock()
+		return err
+	}
+	c := f.container(id)
+	if c == nil {
+		f.mu.Unlock()
+		return noSuchContainer("container logs", id)
+	}
+	tty := c.spec.Tty
+	sent := 0
+	for {
+		lines := slices.Clone(c.logs[sent:])
+		sent = len(c.logs)
+		running := c.details.State == docker.StateRunning && f.containers[c.details.ID] == c
+		changed := f.changed
+		f.mu.Unlock()
+		if err := writeLogs(lines, tty, opts); err != nil {
+			return err
+		}
+		if !opts.Follow || !running {
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		f.mu.Lock()
+	}
+}
+
+func writeLogs(lines []logLine, tty bool, opts docker.LogsOptions) error {
+	for _, l := range lines {
+		if l.time.Before(opts.Since) {
+			continue
+		}
+		w := opts.Stdout
+		if l.stream == "stderr" && !tty {
+			w = opts.Stderr
+		}
+		if w == nil {
+			continue
+		}
+		text := l.time.Format(time.RFC3339Nano) + " " + strings.TrimSuffix(l.line, "\n") + "\n"
+		if _, err := io.WriteString(w, text); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// SetStats makes ContainerStats of container id return s.
+func (f *Fake) SetStats(id string, s docker.ContainerStats) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if c := f.container(id); c != nil {
+		s.Networks = maps.Clone(s.Networks)
+		c.stats = &s
+	}
+}
+
+// ContainerStats implements docker.Client: the sample set with SetStats, or a zero
+// sample taken now.
+func (f *Fake) ContainerStats(ctx context.Context, id string) (docker.ContainerStats, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.check(ctx, "ContainerStats"); err != nil {
+		return docker.ContainerStats{}, err
+	}
+	c := f.container(id)
+	if c == nil {
+		return docker.ContainerStats{}, noSuchContainer("container stats", id)
+	}
+	if c.stats == nil {
+		return docker.ContainerStats{Timestamp: time.Now()}, nil
+	}
+	s := *c.stats
+	s.Networks = maps.Clone(s.Networks)
+	return s, nil
+}
+
+// Spec returns the spec container id was created with (resources as last updated).
+func (f *Fake) Spec(id string) (docker.ContainerSpec, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	c := f.container(id)
+	if c == nil {
+		return docker.ContainerSpec{}, false
+	}
+	return cloneSpec(c.spec), true
+}
+
+// ContainerIDs returns the IDs of all containers, sorted.
+func (f *Fake) ContainerIDs() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Sorted(maps.Keys(f.containers))
+}
+
+// SetContainerState changes a container's state and exit code behind the shim's
+// back, as a crash or an operator would: "running" gives it a process, any other
+// state takes it away ("exited" and "dead" also set FinishedAt). It does nothing
+// when there is no such container.
+func (f *Fake) SetContainerState(id, state string, exitCode int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	c := f.container(id)
+	if c == nil {
+		return
+	}
+	switch state {
+	case docker.StateRunning:
+		if c.details.State != docker.StateRunning {
+			f.setRunning(c)
+		}
+	case docker.StateExited, docker.StateDead:
+		setStopped(c, state)
+	default:
+		c.details.State = state
+		if state != docker.StatePaused && state != docker.StateRestarting {
+			c.details.Pid = 0
+		}
+	}
+	c.details.ExitCode = exitCode
+	f.notify()
+}
+
+// container finds a container as the engine does: by ID, name or unique ID prefix.
+// Caller holds mu.
+func (f *Fake) container(ref string) *fakeContainer {
+	if ref == "" {
+		return nil
+	}
+	if c, ok := f.containers[ref]; ok {
+		return c
+	}
+	name := strings.TrimPrefix(ref, "/")
+	var byPrefix []*fakeContainer
+	for id, c := range f.containers {
+		if c.details.Name == name {
+			return c
+		}
+		if strings.HasPrefix(id, ref) {
+			byPrefix = append(byPrefix, c)
+		}
+	}
+	if len(byPrefix) == 1 {
+		return byPrefix[0]
+	}
+	return nil
+}
+
+// notify wakes everyone waiting for a container change. Caller holds mu.
+func (f *Fake) notify() {
+	close(f.changed)
+	f.changed = make(chan struct{})
+}
+
+func noSuchContainer(op, id string) error {
+	return fmt.Errorf("%s: no such container: %s: %w", op, id, cerrdefs.ErrNotFound)
+}
+
+// cloneSpec copies spec deeply, so callers never share the fake's slices and maps.
+func cloneSpec(s docker.ContainerSpec) docker.ContainerSpec {
+	s.Labels = maps.Clone(s.Labels)
+	s.Entrypoint = slices.Clone(s.Entrypoint)
+	s.Cmd = slices.Clone(s.Cmd)
+	s.Env = slices.Clone(s.Env)
+	s.CapAdd = slices.Clone(s.CapAdd)
+	s.CapDrop = slices.Clone(s.CapDrop)
+	s.SecurityOpt = slices.Clone(s.SecurityOpt)
+	s.MaskedPaths = slices.Clone(s.MaskedPaths)
+	s.ReadonlyPaths = slices.Clone(s.ReadonlyPaths)
+	s.Sysctls = maps.Clone(s.Sysctls)
+	s.GroupAdd = slices.Clone(s.GroupAdd)
+	s.DNS = slices.Clone(s.DNS)
+	s.DNSSearch = slices.Clone(s.DNSSearch)
+	s.DNSOptions = slices.Clone(s.DNSOptions)
+	s.ExtraHosts = slices.Clone(s.ExtraHosts)
+	s.PortBindings = slices.Clone(s.PortBindings)
+	s.Mounts = slices.Clone(s.Mounts)
+	s.Devices = slices.Clone(s.Devices)
+	s.Resources = cloneResources(s.Resources)
+	return s
+}
+
+func cloneResources(r docker.Resources) docker.Resources {
+	r.Unified = maps.Clone(r.Unified)
+	r.Ulimits = slices.Clone(r.Ulimits)
+	return r
+}
+
+// cloneDetails copies d deeply.
+func cloneDetails(d docker.ContainerDetails) docker.ContainerDetails {
+	d.Labels = maps.Clone(d.Labels)
+	d.Env = slices.Clone(d.Env)
+	d.Entrypoint = slices.Clone(d.Entrypoint)
+	d.Cmd = slices.Clone(d.Cmd)
+	d.Mounts = slices.Clone(d.Mounts)
+	d.Resources = cloneResources(d.Resources)
+	return d
+}

@@ -1,0 +1,578 @@
+package docker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/mount"
+	"github.com/docker/docker/api/types/versions"
+	"github.com/docker/docker/pkg/stdcopy"
+	"github.com/docker/go-connections/nat"
+)
+
+// execPollInterval is how often Exec asks the engine whether a process whose
+// output stream has ended has exited yet.
+const execPollInterval = 10 * time.Millisecond
+
+// execCleanupTimeout bounds the engine calls Exec makes after its context ended
+// (finding the process to kill).
+const execCleanupTimeout = 5 * time.Second
+
+// CreateContainer creates a container from spec and returns its ID.
+func (c *SDKClient) CreateContainer(ctx context.Context, spec ContainerSpec) (string, error) {
+	op := "create container " + spec.Name
+	cfg, hostCfg := sdkContainerConfig(spec)
+	if !versions.LessThan(c.api.ClientVersion(), "1.44") {
+		// Since API 1.44 "ro" binds are recursively read-only; the CRI's read-only mount
+		// is not unless it asks (RecursiveReadOnly), which needs the mount API's options.
+		hostCfg.Binds, hostCfg.Mounts = sdkBindsAndMounts(spec.Mounts, selinuxEnabled())
+	}
+	resp, err := c.api.ContainerCreate(ctx, cfg, hostCfg, nil, nil, spec.Name)
+	if err != nil {
+		if cerrdefs.IsConflict(err) {
+			// The engine answers 409 for a name in use; for the CRI that is AlreadyExists.
+			return "", classifyAs(op, err, cerrdefs.ErrAlreadyExists)
+		}
+		return "", classify(op, err)
+	}
+	return resp.ID, nil
+}
+
+// classifyAs gives an SDK error whose meaning the operation fixes the kind kind,
+// keeping the SDK error reachable. It replaces classify for that error.
+func classifyAs(op string, err error, kind error) error {
+	return &kindError{kind: kind, msg: op + ": " + err.Error(), cause: err}
+}
+
+// sdkContainerConfig maps spec one to one onto the engine's container and host config.
+func sdkContainerConfig(spec ContainerSpec) (*container.Config, *container.HostConfig) {
+	cfg := &container.Config{
+		Hostname:   spec.Hostname,
+		Domainname: spec.Domainname,
+		User:       spec.User,
+		Tty:        spec.Tty,
+		OpenStdin:  spec.OpenStdin,
+		StdinOnce:  spec.StdinOnce,
+		Env:        spec.Env,
+		Cmd:        spec.Cmd,
+		Image:      spec.Image,
+		WorkingDir: spec.WorkingDir,
+		Entrypoint: spec.Entrypoint,
+		Labels:     spec.Labels,
+		StopSignal: spec.StopSignal,
+	}
+	hostCfg := &container.HostConfig{
+		Binds:          sdkBinds(spec.Mounts),
+		NetworkMode:    container.NetworkMode(spec.NetworkMode),
+		CapAdd:         spec.CapAdd,
+		CapDrop:        spec.CapDrop,
+		DNS:            spec.DNS,
+		DNSOptions:     spec.DNSOptions,
+		DNSSearch:      spec.DNSSearch,
+		ExtraHosts:     spec.ExtraHosts,
+		GroupAdd:       spec.GroupAdd,
+		IpcMode:        container.IpcMode(spec.IpcMode),
+		OomScoreAdj:    spec.OomScoreAdj,
+		PidMode:        container.PidMode(spec.PidMode),
+		Privileged:     spec.Privileged,
+		ReadonlyRootfs: spec.ReadonlyRootfs,
+		SecurityOpt:    spec.SecurityOpt,
+		UTSMode:        container.UTSMode(spec.UTSMode),
+		ShmSize:        spec.ShmSize,
+		Sysctls:        spec.Sysctls,
+		Resources:      sdkResources(spec.Resources),
+		// A nil slice leaves the engine's defaults; a non-nil one (even empty) replaces them.
+		MaskedPaths:   spec.MaskedPaths,
+		ReadonlyPaths: spec.ReadonlyPaths,
+	}
+	hostCfg.CgroupParent = spec.CgroupParent
+	for _, d := range spec.Devices {
+		hostCfg.Devices = append(hostCfg.Devices, container.DeviceMapping{
+			PathOnHost:        d.PathOnHost,
+			PathInContainer:   d.PathInContainer,
+			CgroupPermissions: d.CgroupPermissions,
+		})
+	}
+	if len(spec.PortBindings) > 0 {
+		cfg.ExposedPorts = nat.PortSet{}
+		hostCfg.PortBindings = nat.PortMap{}
+		for _, pb := range spec.PortBindings {
+			proto := pb.Protocol
+			if proto == "" {
+				proto = "tcp"
+			}
+			port := nat.Port(strconv.Itoa(pb.ContainerPort) + "/" + strings.ToLower(proto))
+			cfg.ExposedPorts[port] = struct{}{}
+			hostPort := ""
+			if pb.HostPort != 0 {
+				hostPort = strconv.Itoa(pb.HostPort)
+			}
+			hostCfg.PortBindings[port] = append(hostCfg.PortBindings[port], nat.PortBinding{HostIP: pb.HostIP, HostPort: hostPort})
+		}
+	}
+	return cfg, hostCfg
+}
+
+// sdkBinds renders mounts in the engine's bind syntax "source:target[:options]",
+// the one form that carries SELinux relabelling as well as propagation.
+func sdkBinds(mounts []Mount) []string {
+	var binds []string
+	for _, m := range mounts {
+		var opts []string
+		if m.ReadOnly {
+			opts = append(opts, "ro")
+		}
+		if m.SELinuxRelabel {
+			opts = append(opts, "Z")
+		}
+		if m.Propagation != "" {
+			opts = append(opts, m.Propagation)
+		}
+		b := m.Source + ":" + m.Target
+		if len(opts) > 0 {
+			b += ":" + strings.Join(opts, ",")
+		}
+		binds = append(binds, b)
+	}
+	return binds
+}
+
+// sdkBindsAndMounts is sdkBinds, except that read-only mounts become mounts of the
+// mount API, with recursive read-only set as asked (API 1.44 and later) — unless they
+// ask for SELinux relabelling on a host with SELinux, which only the bind syntax carries.
+func sdkBindsAndMounts(mounts []Mount, selinux bool) ([]string, []mount.Mount) {
+	var binds []Mount
+	var out []mount.Mount
+	for _, m := range mounts {
+		if !m.ReadOnly || (m.SELinuxRelabel && selinux) {
+			binds = append(binds, m)
+			continue
+		}
+		out = append(out, mount.Mount{
+			Type: mount.TypeBind, Source: m.Source, Target: m.Target, ReadOnly: true,
+			BindOptions: &mount.BindOptions{
+				Propagation:            mount.Propagation(m.Propagation),
+				ReadOnlyNonRecursive:   !m.RecursiveReadOnly,
+				ReadOnlyForceRecursive: m.RecursiveReadOnly,
+			},
+		})
+	}
+	return sdkBinds(binds), out
+}
+
+// selinuxEnabled tells whether SELinux is on for this host (which the engine shares:
+// cri-dockerd runs next to it). Without it relabelling is a no-op.
+func selinuxEnabled() bool {
+	_, err := os.Stat("/sys/fs/selinux/enforce")
+	return err == nil
+}
+
+// sdkResources maps r onto the engine's resources. The engine has no equivalent of
+// cgroup v2 Unified key/values, so r.Unified is not sent.
+func sdkResources(r Resources) container.Resources {
+	out := container.Resources{
+		CPUShares:  r.CPUShares,
+		CPUPeriod:  r.CPUPeriod,
+		CPUQuota:   r.CPUQuota,
+		CpusetCpus: r.CpusetCpus,
+		CpusetMems: r.CpusetMems,
+		Memory:     r.MemoryLimit,
+		MemorySwap: r.MemorySwap,
+	}
+	if r.PidsLimit != 0 {
+		limit := r.PidsLimit
+		out.PidsLimit = &limit
+	}
+	for _, u := range r.Ulimits {
+		out.Ulimits = append(out.Ulimits, &container.Ulimit{Name: u.Name, Soft: u.Soft, Hard: u.Hard})
+	}
+	return out
+}
+
+// resourcesFromSDK is the inverse of sdkResources.
+func resourcesFromSDK(r container.Resources) Resources {
+	out := Resources{
+		CPUShares:   r.CPUShares,
+		CPUPeriod:   r.CPUPeriod,
+		CPUQuota:    r.CPUQuota,
+		CpusetCpus:  r.CpusetCpus,
+		CpusetMems:  r.CpusetMems,
+		MemoryLimit: r.Memory,
+		MemorySwap:  r.MemorySwap,
+	}
+	if r.PidsLimit != nil && *r.PidsLimit > 0 {
+		out.PidsLimit = *r.PidsLimit
+	}
+	for _, u := range r.Ulimits {
+		if u != nil {
+			out.Ulimits = append(out.Ulimits, Ulimit{Name: u.Name, Soft: u.Soft, Hard: u.Hard})
+		}
+	}
+	return out
+}
+
+// StartContainer starts a created or stopped container.
+func (c *SDKClient) StartContainer(ctx context.Context, id string) error {
+	return classify("start container "+id, c.api.ContainerStart(ctx, id, container.StartOptions{}))
+}
+
+// StopContainer stops a container, killing it after timeout (rounded up to whole
+// seconds). The engine answers 304 for a stopped container, which is success.
+func (c *SDKClient) StopContainer(ctx context.Context, id string, timeout time.Duration) error {
+	secs := stopTimeoutSeconds(timeout)
+	return classify("stop container "+id, c.api.ContainerStop(ctx, id, container.StopOptions{Timeout: &secs}))
+}
+
+func stopTimeoutSeconds(timeout time.Duration) int {
+	if timeout <= 0 {
+		return 0
+	}
+	return int((timeout + time.Second - 1) / time.Second)
+}
+
+// RemoveContainer removes a container, running or not, with its anonymous volumes.
+func (c *SDKClient) RemoveContainer(ctx context.Context, id string) error {
+	err := c.api.ContainerRemove(ctx, id, container.RemoveOptions{Force: true, RemoveVolumes: true})
+	return classify("remove container "+id, err)
+}
+
+// ListContainers lists the containers filter selects.
+func (c *SDKClient) ListContainers(ctx context.Context, filter ContainerFilter) ([]Container, error) {
+	args := filters.NewArgs()
+	if filter.ID != "" {
+		args.Add("id", filter.ID)
+	}
+	for k, v := range filter.Labels {
+		args.Add("label", k+"="+v)
+	}
+	list, err := c.api.ContainerList(ctx, container.ListOptions{All: !filter.Running, Filters: args})
+	if err != nil {
+		return nil, classify("list containers", err)
+	}
+	out := make([]Container, 0, len(list))
+	for i := range list {
+		s := &list[i]
+		name := ""
+		if len(s.Names) > 0 {
+			name = strings.TrimPrefix(s.Names[0], "/")
+		}
+		out = append(out, Container{
+			ID:      s.ID,
+			Name:    name,
+			Image:   s.Image,
+			ImageID: s.ImageID,
+			Labels:  s.Labels,
+			State:   string(s.State),
+			Created: time.Unix(s.Created, 0),
+		})
+	}
+	return out, nil
+}
+
+// InspectContainer returns what the engine knows about a container.
+func (c *SDKClient) InspectContainer(ctx context.Context, id string) (ContainerDetails, error) {
+	in, err := c.api.ContainerInspect(ctx, id)
+	if err != nil {
+		return ContainerDetails{}, classify("inspect container "+id, err)
+	}
+	return detailsFromSDK(in), nil
+}
+
+func detailsFromSDK(in container.InspectResponse) ContainerDetails {
+	var d ContainerDetails
+	if b := in.ContainerJSONBase; b != nil {
+		d.ID = b.ID
+		d.Name = strings.TrimPrefix(b.Name, "/")
+		d.ImageID = b.Image
+		d.Created = parseEngineTime(b.Created)
+		d.ResolvConfPath = b.ResolvConfPath
+		d.HostnamePath = b.HostnamePath
+		d.HostsPath = b.HostsPath
+		d.LogPath = b.LogPath
+		if s := b.State; s != nil {
+			d.State = string(s.Status)
+			d.Pid = s.Pid
+			d.ExitCode = s.ExitCode
+			d.Error = s.Error
+			d.OOMKilled = s.OOMKilled
+			d.StartedAt = parseEngineTime(s.StartedAt)
+			d.FinishedAt = parseEngineTime(s.FinishedAt)
+		}
+		if h := b.HostConfig; h != nil {
+			d.NetworkMode = string(h.NetworkMode)
+			d.PidMode = string(h.PidMode)
+			d.IpcMode = string(h.IpcMode)
+			d.Resources = resourcesFromSDK(h.Resources)
+		}
+	}
+	if cfg := in.Config; cfg != nil {
+		d.Image = cfg.Image
+		d.Labels = cfg.Labels
+		d.Hostname = cfg.Hostname
+		d.User = cfg.User
+		d.Env = cfg.Env
+		d.Entrypoint = cfg.Entrypoint
+		d.Cmd = cfg.Cmd
+	}
+	d.IPAddress, d.IPv6Address = containerAddresses(in.NetworkSettings)
+	for _, m := range in.Mounts {
+		d.Mounts = append(d.Mounts, Mount{
+			Source:         m.Source,
+			Target:         m.Destination,
+			ReadOnly:       !m.RW,
+			Propagation:    string(m.Propagation),
+			SELinuxRelabel: slices.Contains(strings.Split(m.Mode, ","), "Z"),
+		})
+	}
+	return d
+}
+
+// containerAddresses returns the container's addresses on the engine's default
+// bridge network, or else on the first of its networks by name.
+func containerAddresses(ns *container.NetworkSettings) (ipv4, ipv6 string) {
+	if ns == nil || len(ns.Networks) == 0 {
+		return "", ""
+	}
+	name := "bridge"
+	if ns.Networks[name] == nil {
+		names := make([]string, 0, len(ns.Networks))
+		for n, ep := range ns.Networks {
+			if ep != nil {
+				names = append(names, n)
+			}
+		}
+		if len(names) == 0 {
+			return "", ""
+		}
+		slices.Sort(names)
+		name = names[0]
+	}
+	ep := ns.Networks[name]
+	return ep.IPAddress, ep.GlobalIPv6Address
+}
+
+// parseEngineTime parses an engine timestamp; the engine's "never"
+// (0001-01-01T00:00:00Z), an empty or a malformed one give the zero time.
+func parseEngineTime(s string) time.Time {
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil || t.IsZero() {
+		return time.Time{}
+	}
+	return t
+}
+
+// UpdateContainerResources changes a running container's cgroup limits.
+func (c *SDKClient) UpdateContainerResources(ctx context.Context, id string, r Resources) error {
+	_, err := c.api.ContainerUpdate(ctx, id, container.UpdateConfig{Resources: sdkResources(r)})
+	return classify("update container resources "+id, err)
+}
+
+// Exec runs opts.Cmd in a running container and returns its exit code. When ctx
+// ends first, the process is killed (the shim runs on the engine's host) and a
+// DeadlineExceeded or Canceled error returned.
+func (c *SDKClient) Exec(ctx context.Context, id string, opts ExecOptions) (int, error) {
+	op := "exec in container " + id
+	created, err := c.api.ContainerExecCreate(ctx, id, container.ExecOptions{
+		Cmd:          opts.Cmd,
+		Tty:          opts.Tty,
+		AttachStdin:  opts.Stdin != nil,
+		AttachStdout: true,
+		AttachStderr: true,
+	})
+	if err != nil {
+		if cerrdefs.IsConflict(err) {
+			// The engine answers 409 for a container that is not running (or paused).
+			return -1, classifyAs(op, err, cerrdefs.ErrFailedPrecondition)
+		}
+		return -1, classify(op, err)
+	}
+	hijacked, err := c.api.ContainerExecAttach(ctx, created.ID, container.ExecAttachOptions{Tty: opts.Tty})
+	if err != nil {
+		return -1, classify(op, err)
+	}
+	defer hijacked.Close()
+
+	if opts.Stdin != nil {
+		// The copy ends when opts.Stdin ends or, after Exec closed the connection, at
+		// its next write; a Read blocked in the caller's reader cannot be interrupted.
+		go func() {
+			_, _ = io.Copy(hijacked.Conn, opts.Stdin)
+			_ = hijacked.CloseWrite()
+		}()
+	}
+	output := make(chan error, 1)
+	go func() { output <- copyStreams(hijacked.Reader, opts.Tty, opts.Stdout, opts.Stderr) }()
+
+	select {
+	case err := <-output:
+		if err != nil && ctx.Err() == nil {
+			return -1, classify(op, err)
+		}
+		if ctx.Err() == nil {
+			code, err := c.execExitCode(ctx, created.ID)
+			if ctx.Err() == nil {
+				return code, classify(op, err)
+			}
+		}
+		// ctx ended while waiting for the exit code: the process may still run.
+		return -1, classify(op, ctxEnded(ctx, c.killExec(ctx, created.ID)))
+	case <-ctx.Done():
+		// Kill the process first, then end the output copy by closing the connection.
+		killErr := c.killExec(ctx, created.ID)
+		hijacked.Close()
+		<-output //nolint:errcheck // the copy fails on the closed connection; ctx ending is the error
+		return -1, classify(op, ctxEnded(ctx, killErr))
+	}
+}
+
+// ctxEnded is ctx's error, with why the process could not be killed, if it could not.
+func ctxEnded(ctx context.Context, killErr error) error {
+	if killErr == nil {
+		return ctx.Err()
+	}
+	return fmt.Errorf("%w; %w", ctx.Err(), killErr)
+}
+
+// copyStreams copies an attached stream to stdout and stderr: raw with a TTY,
+// demultiplexed otherwise. A nil writer discards its stream.
+func copyStreams(r io.Reader, tty bool, stdout, stderr io.Writer) error {
+	if stdout == nil {
+		stdout = io.Discard
+	}
+	if stderr == nil {
+		stderr = io.Discard
+	}
+	if tty {
+		_, err := io.Copy(stdout, r)
+		return err
+	}
+	_, err := stdcopy.StdCopy(stdout, stderr, r)
+	return err
+}
+
+// execExitCode waits for the exec's process to be reported exited (the output
+// stream can end a moment before) and returns its exit code.
+func (c *SDKClient) execExitCode(ctx context.Context, execID string) (int, error) {
+	for {
+		in, err := c.api.ContainerExecInspect(ctx, execID)
+		if err != nil {
+			return -1, err
+		}
+		if !in.Running {
+			return in.ExitCode, nil
+		}
+		select {
+		case <-time.After(execPollInterval):
+		case <-ctx.Done():
+			return -1, ctx.Err()
+		}
+	}
+}
+
+// killExec kills the exec's process, which runs on this host. It uses a context
+// detached from ctx's cancellation, since ctx has ended.
+func (c *SDKClient) killExec(ctx context.Context, execID string) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), execCleanupTimeout)
+	defer cancel()
+	in, err := c.api.ContainerExecInspect(ctx, execID)
+	if err != nil {
+		return fmt.Errorf("find exec process to kill: %w", err)
+	}
+	if !in.Running || in.Pid <= 0 {
+		return nil
+	}
+	if err := syscall.Kill(in.Pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+		return fmt.Errorf("kill exec process %d: %w", in.Pid, err)
+	}
+	return nil
+}
+
+// ContainerLogs copies a container's log, each line prefixed with its timestamp,
+// to opts' writers.
+func (c *SDKClient) ContainerLogs(ctx context.Context, id string, opts LogsOptions) error {
+	op := "container logs " + id
+	in, err := c.api.ContainerInspect(ctx, id)
+	if err != nil {
+		return classify(op, err)
+	}
+	tty := in.Config != nil && in.Config.Tty
+	logOpts := container.LogsOptions{ShowStdout: true, ShowStderr: true, Timestamps: true, Follow: opts.Follow}
+	if opts.Since.After(time.Unix(0, 0)) {
+		logOpts.Since = fmt.Sprintf("%d.%09d", opts.Since.Unix(), opts.Since.Nanosecond())
+	}
+	body, err := c.api.ContainerLogs(ctx, id, logOpts)
+	if err != nil {
+		return classify(op, err)
+	}
+	defer body.Close()
+	if err := copyStreams(body, tty, opts.Stdout, opts.Stderr); err != nil {
+		return classify(op, err)
+	}
+	return nil
+}
+
+// ContainerStats takes one sample of a container's resource usage.
+func (c *SDKClient) ContainerStats(ctx context.Context, id string) (ContainerStats, error) {
+	op := "container stats " + id
+	resp, err := c.api.ContainerStatsOneShot(ctx, id)
+	if err != nil {
+		return ContainerStats{}, classify(op, err)
+	}
+	defer resp.Body.Close()
+	var s container.StatsResponse
+	if err := json.NewDecoder(resp.Body).Decode(&s); err != nil {
+		return ContainerStats{}, classify(op, err)
+	}
+	return statsFromSDK(&s), nil
+}
+
+func statsFromSDK(s *container.StatsResponse) ContainerStats {
+	mem := s.MemoryStats.Stats
+	out := ContainerStats{
+		Timestamp:        s.Read,
+		CPUUsageNanos:    s.CPUStats.CPUUsage.TotalUsage,
+		MemoryUsageBytes: s.MemoryStats.Usage,
+		// cgroup v1 reports hierarchical totals with a "total_" prefix; v2 has no prefix
+		// and calls anonymous memory "anon".
+		MemoryRSSBytes:  firstStat(mem, "total_rss", "rss", "anon"),
+		PageFaults:      firstStat(mem, "total_pgfault", "pgfault"),
+		MajorPageFaults: firstStat(mem, "total_pgmajfault", "pgmajfault"),
+		Pids:            s.PidsStats.Current,
+	}
+	if out.Timestamp.IsZero() {
+		out.Timestamp = time.Now()
+	}
+	inactive := firstStat(mem, "total_inactive_file", "inactive_file")
+	if out.MemoryUsageBytes > inactive {
+		out.MemoryWorkingSetBytes = out.MemoryUsageBytes - inactive
+	}
+	if len(s.Networks) > 0 {
+		out.Networks = make(map[string]NetworkStats, len(s.Networks))
+		for name, n := range s.Networks {
+			out.Networks[name] = NetworkStats{RxBytes: n.RxBytes, RxErrors: n.RxErrors, TxBytes: n.TxBytes, TxErrors: n.TxErrors}
+		}
+	}
+	return out
+}
+
+// firstStat returns the value of the first of keys present in stats (0 if none is).
+func firstStat(stats map[string]uint64, keys ...string) uint64 {
+	for _, k := range keys {
+		if v, ok := stats[k]; ok {
+			return v
+		}
+	}
+	return 0
+}

@@ -1,0 +1,862 @@
+package docker
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/mount"
+	"github.com/docker/docker/pkg/stdcopy"
+	"github.com/docker/go-connections/nat"
+	"gotest.tools/v3/assert"
+	is "gotest.tools/v3/assert/cmp"
+)
+
+// routedEngine is a fake engine that dispatches "METHOD /path" (without the API
+// version prefix) to routes; anything else is 404 page not found.
+func routedEngine(t *testing.T, routes map[string]http.HandlerFunc) *SDKClient {
+	t.Helper()
+	return testEngine(t, "1.51", func(w http.ResponseWriter, r *http.Request) {
+		p := r.URL.Path
+		if strings.HasPrefix(p, "/v1.") {
+			if i := strings.Index(p[1:], "/"); i >= 0 {
+				p = p[i+1:]
+			}
+		}
+		h, ok := routes[r.Method+" "+p]
+		if !ok {
+			w.WriteHeader(http.StatusNotFound)
+			_, _ = w.Write([]byte(`{"message":"page not found: ` + r.Method + " " + p + `"}`))
+			return
+		}
+		h(w, r)
+	})
+}
+
+func answer(status int, body string) http.HandlerFunc {
+	return func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(status)
+		_, _ = w.Write([]byte(body))
+	}
+}
+
+func TestCreateContainerMapsSpec(t *testing.T) {
+	var got container.CreateRequest
+	var raw map[string]json.RawMessage
+	var name string
+	c := routedEngine(t, map[string]http.HandlerFunc{
+		"POST /containers/create": func(w http.ResponseWriter, r *http.Request) {
+			name = r.URL.Query().Get("name")
+			body, _ := io.ReadAll(r.Body)
+			_ = json.Unmarshal(body, &got)
+			_ = json.Unmarshal(body, &raw)
+			w.WriteHeader(http.StatusCreated)
+			_, _ = w.Write([]byte(`{"Id":"c0ffee","Warnings":[]}`))
+		},
+	})
+	spec := ContainerSpec{
+		Name:        "k8s_app_pod_ns_uid_0",
+		Image:       "busybox:1.36",
+		Labels:      map[string]string{"io.kubernetes.pod.name": "pod"},
+		Entrypoint:  []string{"/bin/sh", "-c"},
+		Cmd:         []string{"sleep 1"},
+		Env:         []string{"A=1"},
+		WorkingDir:  "/work",
+		User:        "1000:1000",
+		Hostname:    "pod",
+		Domainname:  "example",
+		Tty:         true,
+		OpenStdin:   true,
+		StdinOnce:   true,
+		StopSignal:  "SIGINT",
+		NetworkMode: "container:abc",
+		PidMode:     "host",
+		IpcMode:     "shareable",
+		UTSMode:     "host",
+
+		CgroupParent:   "/kubepods/pod1",
+		Privileged:     true,
+		ReadonlyRootfs: true,
+		CapAdd:         []string{"NET_ADMIN"},
+		CapDrop:        []string{"ALL"},
+		SecurityOpt:    []string{"seccomp=unconfined", "no-new-privileges"},
+		MaskedPaths:    []string{}, // replaces the engine's defaults with nothing
+		ReadonlyPaths:  nil,        // keeps the engine's defaults
+		Sysctls:        map[string]string{"net.ipv4.ip_forward": "1"},
+		OomScoreAdj:    -998,
+		GroupAdd:       []string{"5"},
+		DNS:            []string{"10.0.0.10"},
+		DNSSearch:      []string{"svc.cluster.local"},
+		DNSOptions:     []string{"ndots:5"},
+		ExtraHosts:     []string{"host:10.0.0.1"},
+		PortBindings: []PortBinding{
+			{Protocol: "tcp", ContainerPort: 80, HostIP: "127.0.0.1", HostPort: 8080},
+			{Protocol: "", ContainerPort: 80, HostPort: 0},
+			{Protocol: "UDP", ContainerPort: 53, HostPort: 5353},
+		},
+		ShmSize: 64 << 20,
+		Mounts: []Mount{
+			{Source: "/var/lib/kubelet/pods/x/volumes/cm", Target: "/etc/cm", ReadOnly: true, SELinuxRelabel: true},
+			{Source: "/mnt/shared", Target: "/shared", Propagation: "rshared"},
+			{Source: "/etc/hosts-pod", Target: "/etc/hosts"},
+		},
+		Devices: []Device{{PathOnHost: "/dev/fuse", PathInContainer: "/dev/fuse", CgroupPermissions: "rwm"}},
+		Resources: Resources{
+			CPUShares: 512, CPUPeriod: 100000, CPUQuota: 50000, CpusetCpus: "0-1", CpusetMems: "0",
+			MemoryLimit: 128 << 20, MemorySwap: 128 << 20, PidsLimit: 100,
+			Ulimits: []Ulimit{{Name: "nofile", Soft: 1024, Hard: 4096}},
+		},
+	}
+	id, err := c.CreateContainer(context.Background(), spec)
+	assert.NilError(t, err)
+	assert.Equal(t, id, "c0ffee")
+	assert.Equal(t, name, spec.Name)
+
+	cfg := got.Config
+	assert.Assert(t, cfg != nil)
+	assert.Equal(t, cfg.Image, "busybox:1.36")
+	assert.DeepEqual(t, cfg.Labels, spec.Labels)
+	assert.DeepEqual(t, []string(cfg.Entrypoint), spec.Entrypoint)
+	assert.DeepEqual(t, []string(cfg.Cmd), spec.Cmd)
+	assert.DeepEqual(t, cfg.Env, spec.Env)
+	assert.Equal(t, cfg.WorkingDir, "/work")
+	assert.Equal(t, cfg.User, "1000:1000")
+	assert.Equal(t, cfg.Hostname, "pod")
+	assert.Equal(t, cfg.Domainname, "example")
+	assert.Assert(t, cfg.Tty && cfg.OpenStdin && cfg.StdinOnce)
+	assert.Equal(t, cfg.StopSignal, "SIGINT")
+	assert.DeepEqual(t, cfg.ExposedPorts, nat.PortSet{"80/tcp": {}, "53/udp": {}})
+
+	h := got.HostConfig
+	assert.Assert(t, h != nil)
+	wantBinds, wantMounts := sdkBindsAndMounts(spec.Mounts, selinuxEnabled()) // checked on their own below
+	assert.DeepEqual(t, h.Binds, wantBinds)
+	assert.DeepEqual(t, h.Mounts, wantMounts)
+	assert.DeepEqual(t, h.PortBindings, nat.PortMap{
+		"80/tcp": {{HostIP: "127.0.0.1", HostPort: "8080"}, {HostIP: "", HostPort: ""}},
+		"53/udp": {{HostIP: "", HostPort: "5353"}},
+	})
+	assert.Equal(t, string(h.NetworkMode), "container:abc")
+	assert.Equal(t, string(h.PidMode), "host")
+	assert.Equal(t, string(h.IpcMode), "shareable")
+	assert.Equal(t, string(h.UTSMode), "host")
+	assert.Equal(t, h.CgroupParent, "/kubepods/pod1")
+	assert.Assert(t, h.Privileged && h.ReadonlyRootfs)
+	// The SDK normalises capability names for the engine.
+	assert.DeepEqual(t, []string(h.CapAdd), []string{"CAP_NET_ADMIN"})
+	assert.DeepEqual(t, []string(h.CapDrop), []string{"ALL"})
+	assert.DeepEqual(t, h.SecurityOpt, spec.SecurityOpt)
+	assert.DeepEqual(t, h.Sysctls, spec.Sysctls)
+	assert.Equal(t, h.OomScoreAdj, -998)
+	assert.DeepEqual(t, h.GroupAdd, spec.GroupAdd)
+	assert.DeepEqual(t, h.DNS, spec.DNS)
+	assert.DeepEqual(t, h.DNSSearch, spec.DNSSearch)
+	assert.DeepEqual(t, h.DNSOptions, spec.DNSOptions)
+	assert.DeepEqual(t, h.ExtraHosts, spec.ExtraHosts)
+	assert.Equal(t, h.ShmSize, int64(64<<20))
+	assert.DeepEqual(t, h.Devices, []container.DeviceMapping{{PathOnHost: "/dev/fuse", PathInContainer: "/dev/fuse", CgroupPermissions: "rwm"}})
+	assert.Equal(t, h.CPUShares, int64(512))
+	assert.Equal(t, h.CPUPeriod, int64(100000))
+	assert.Equal(t, h.CPUQuota, int64(50000))
+	assert.Equal(t, h.CpusetCpus, "0-1")
+	assert.Equal(t, h.CpusetMems, "0")
+	assert.Equal(t, h.Memory, int64(128<<20))
+	assert.Equal(t, h.MemorySwap, int64(128<<20))
+	assert.Assert(t, h.PidsLimit != nil && *h.PidsLimit == 100)
+	assert.Equal(t, len(h.Ulimits), 1)
+	assert.DeepEqual(t, *h.Ulimits[0], container.Ulimit{Name: "nofile", Soft: 1024, Hard: 4096})
+	assert.Equal(t, h.LogConfig.Type, "", "log config is left to the engine")
+
+	// MaskedPaths: [] overrides the defaults; ReadonlyPaths: null keeps them.
+	var hostRaw map[string]json.RawMessage
+	assert.NilError(t, json.Unmarshal(raw["HostConfig"], &hostRaw))
+	assert.Equal(t, string(hostRaw["MaskedPaths"]), "[]")
+	assert.Equal(t, string(hostRaw["ReadonlyPaths"]), "null")
+}
+
+func TestCreateContainerMinimalSpec(t *testing.T) {
+	var raw map[string]json.RawMessage
+	c := routedEngine(t, map[string]http.HandlerFunc{
+		"POST /containers/create": func(w http.ResponseWriter, r *http.Request) {
+			body, _ := io.ReadAll(r.Body)
+			_ = json.Unmarshal(body, &raw)
+			w.WriteHeader(http.StatusCreated)
+			_, _ = w.Write([]byte(`{"Id":"c1"}`))
+		},
+	})
+	_, err := c.CreateContainer(context.Background(), ContainerSpec{Name: "x", Image: "busybox"})
+	assert.NilError(t, err)
+	// nil Entrypoint and Cmd keep the image's.
+	assert.Equal(t, string(raw["Entrypoint"]), "null")
+	assert.Equal(t, string(raw["Cmd"]), "null")
+	var host container.HostConfig
+	assert.NilError(t, json.Unmarshal(raw["HostConfig"], &host))
+	assert.Assert(t, host.PidsLimit == nil)
+	assert.Assert(t, host.MaskedPaths == nil && host.ReadonlyPaths == nil)
+	assert.Assert(t, host.Binds == nil && host.PortBindings == nil)
+}
+
+func TestContainerErrors(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name    string
+		status  int
+		call    func(c *SDKClient) error
+		kind    func(error) bool
+		message string
+	}{
+		{
+			name:   "create with a taken name",
+			status: http.StatusConflict,
+			call: func(c *SDKClient) error {
+				_, err := c.CreateContainer(ctx, ContainerSpec{Name: "k8s_POD_x", Image: "pause"})
+				return err
+			},
+			kind:    cerrdefs.IsAlreadyExists,
+			message: "create container k8s_POD_x: ",
+		},
+		{
+			name:   "create from a missing image",
+			status: http.StatusNotFound,
+			call: func(c *SDKClient) error {
+				_, err := c.CreateContainer(ctx, ContainerSpec{Name: "k8s_POD_x", Image: "missing"})
+				return err
+			},
+			kind:    cerrdefs.IsNotFound,
+			message: "create container k8s_POD_x: ",
+		},
+		{
+			name:    "start missing",
+			status:  http.StatusNotFound,
+			call:    func(c *SDKClient) error { return c.StartContainer(ctx, "gone") },
+			kind:    cerrdefs.IsNotFound,
+			message: "start container gone: ",
+		},
+		{
+			name:    "stop missing",
+			status:  http.StatusNotFound,
+			call:    func(c *SDKClient) error { return c.StopContainer(ctx, "gone", time.Second) },
+			kind:    cerrdefs.IsNotFound,
+			message: "stop container gone: ",
+		},
+		{
+			name:    "remove missing",
+			status:  http.StatusNotFound,
+			call:    func(c *SDKClient) error { return c.RemoveContainer(ctx, "gone") },
+			kind:    cerrdefs.IsNotFound,
+			message: "remove container gone: ",
+		},
+		{
+			name:   "inspect missing",
+			status: http.StatusNotFound,
+			call: func(c *SDKClient) error {
+				_, err := c.InspectContainer(ctx, "gone")
+				return err
+			},
+			kind:    cerrdefs.IsNotFound,
+			message: "inspect container gone: ",
+		},
+		{
+			name:   "exec in a stopped container",
+			status: http.StatusConflict,
+			call: func(c *SDKClient) error {
+				_, err := c.Exec(ctx, "stopped", ExecOptions{Cmd: []string{"true"}})
+				return err
+			},
+			kind:    cerrdefs.IsFailedPrecondition,
+			message: "exec in container stopped: ",
+		},
+		{
+			name:   "stats of a missing container",
+			status: http.StatusNotFound,
+			call: func(c *SDKClient) error {
+				_, err := c.ContainerStats(ctx, "gone")
+				return err
+			},
+			kind:    cerrdefs.IsNotFound,
+			message: "container stats gone: ",
+		},
+		{
+			name:    "logs of a missing container",
+			status:  http.StatusNotFound,
+			call:    func(c *SDKClient) error { return c.ContainerLogs(ctx, "gone", LogsOptions{}) },
+			kind:    cerrdefs.IsNotFound,
+			message: "container logs gone: ",
+		},
+		{
+			name:    "update missing",
+			status:  http.StatusNotFound,
+			call:    func(c *SDKClient) error { return c.UpdateContainerResources(ctx, "gone", Resources{}) },
+			kind:    cerrdefs.IsNotFound,
+			message: "update container resources gone: ",
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.call(engineAnswering(t, tc.status, "engine says no"))
+			assert.Assert(t, err != nil)
+			assert.Assert(t, tc.kind(err), "%v", err)
+			assert.Assert(t, strings.HasPrefix(err.Error(), tc.message), err.Error())
+			assert.Assert(t, is.Contains(err.Error(), "engine says no"))
+		})
+	}
+}
+
+func TestCreateConflictKeepsEngineError(t *testing.T) {
+	c := engineAnswering(t, http.StatusConflict, `Conflict. The container name \"/k8s_POD_x\" is already in use`)
+	_, err := c.CreateContainer(context.Background(), ContainerSpec{Name: "k8s_POD_x", Image: "pause"})
+	assert.Assert(t, cerrdefs.IsAlreadyExists(err))
+	var ke *kindError
+	assert.Assert(t, errors.As(err, &ke))
+	assert.Assert(t, cerrdefs.IsConflict(ke.cause), "the SDK's conflict error stays reachable")
+}
+
+func TestStopContainer(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		timeout time.Duration
+		status  int
+		wantT   string
+	}{
+		{name: "zero", timeout: 0, status: http.StatusNoContent, wantT: "0"},
+		{name: "negative", timeout: -time.Second, status: http.StatusNoContent, wantT: "0"},
+		{name: "whole seconds", timeout: 2 * time.Second, status: http.StatusNoContent, wantT: "2"},
+		{name: "rounded up", timeout: 1500 * time.Millisecond, status: http.StatusNoContent, wantT: "2"},
+		{name: "a nanosecond", timeout: 1, status: http.StatusNoContent, wantT: "1"},
+		{name: "already stopped", timeout: 10 * time.Second, status: http.StatusNotModified, wantT: "10"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var gotT string
+			c := routedEngine(t, map[string]http.HandlerFunc{
+				"POST /containers/abc/stop": func(w http.ResponseWriter, r *http.Request) {
+					gotT = r.URL.Query().Get("t")
+					w.WriteHeader(tc.status)
+				},
+			})
+			assert.NilError(t, c.StopContainer(context.Background(), "abc", tc.timeout))
+			assert.Equal(t, gotT, tc.wantT)
+		})
+	}
+}
+
+func TestRemoveContainerIsForcedWithVolumes(t *testing.T) {
+	var query string
+	c := routedEngine(t, map[string]http.HandlerFunc{
+		"DELETE /containers/abc": func(w http.ResponseWriter, r *http.Request) {
+			query = r.URL.RawQuery
+			w.WriteHeader(http.StatusNoContent)
+		},
+	})
+	assert.NilError(t, c.RemoveContainer(context.Background(), "abc"))
+	assert.Assert(t, is.Contains(query, "force=1"))
+	assert.Assert(t, is.Contains(query, "v=1"))
+}
+
+func TestListContainers(t *testing.T) {
+	const body = `[
+	 {"Id":"aaa","Names":["/k8s_POD_a","/alias"],"Image":"registry.k8s.io/pause:3.10","ImageID":"sha256:111",
+	  "Created":1700000000,"Labels":{"io.kubernetes.pod.name":"a"},"State":"running","Status":"Up 1 minute"},
+	 {"Id":"bbb","Names":[],"Image":"busybox","ImageID":"sha256:222","Created":1700000100,"State":"exited"}
+	]`
+	for _, tc := range []struct {
+		name        string
+		filter      ContainerFilter
+		wantAll     bool
+		wantFilters map[string]map[string]bool
+	}{
+		{name: "everything", wantAll: true, wantFilters: map[string]map[string]bool{}},
+		{name: "running only", filter: ContainerFilter{Running: true}, wantFilters: map[string]map[string]bool{}},
+		{
+			name:    "by id and labels",
+			filter:  ContainerFilter{ID: "aa", Labels: map[string]string{"io.kubernetes.pod.name": "a", "k": "v"}},
+			wantAll: true,
+			wantFilters: map[string]map[string]bool{
+				"id":    {"aa": true},
+				"label": {"io.kubernetes.pod.name=a": true, "k=v": true},
+			},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var all bool
+			filtersArg := map[string]map[string]bool{}
+			c := routedEngine(t, map[string]http.HandlerFunc{
+				"GET /containers/json": func(w http.ResponseWriter, r *http.Request) {
+					all = r.URL.Query().Get("all") == "1"
+					if f := r.URL.Query().Get("filters"); f != "" {
+						_ = json.Unmarshal([]byte(f), &filtersArg)
+					}
+					_, _ = w.Write([]byte(body))
+				},
+			})
+			list, err := c.ListContainers(context.Background(), tc.filter)
+			assert.NilError(t, err)
+			assert.Equal(t, all, tc.wantAll)
+			assert.DeepEqual(t, filtersArg, tc.wantFilters)
+			assert.DeepEqual(t, list, []Container{
+				{
+					ID: "aaa", Name: "k8s_POD_a", Image: "registry.k8s.io/pause:3.10", ImageID: "sha256:111",
+					Labels: map[string]string{"io.kubernetes.pod.name": "a"}, State: StateRunning,
+					Created: time.Unix(1700000000, 0),
+				},
+				{ID: "bbb", Image: "busybox", ImageID: "sha256:222", State: StateExited, Created: time.Unix(1700000100, 0)},
+			})
+		})
+	}
+}
+
+func TestInspectContainer(t *testing.T) {
+	const body = `{
+	 "Id":"abc","Created":"2024-05-01T10:00:00.123456789Z","Name":"/k8s_app_pod",
+	 "Image":"sha256:img","ResolvConfPath":"/var/lib/docker/containers/abc/resolv.conf",
+	 "HostnamePath":"/var/lib/docker/containers/abc/hostname","HostsPath":"/var/lib/docker/containers/abc/hosts",
+	 "LogPath":"/var/lib/docker/containers/abc/abc-json.log",
+	 "State":{"Status":"exited","Running":false,"OOMKilled":true,"Pid":0,"ExitCode":137,"Error":"oom",
+	  "StartedAt":"2024-05-01T10:00:01.5Z","FinishedAt":"0001-01-01T00:00:00Z"},
+	 "HostConfig":{"NetworkMode":"container:sandbox","PidMode":"host","IpcMode":"container:sandbox",
+	  "CpuShares":256,"Memory":1048576,"PidsLimit":50,"Ulimits":[{"Name":"nofile","Soft":1,"Hard":2}]},
+	 "Config":{"Hostname":"pod","User":"1000","Env":["A=1"],"Entrypoint":["/bin/sh"],"Cmd":["-c","true"],
+	  "Image":"busybox:1.36","Labels":{"l":"v"},"Tty":false},
+	 "Mounts":[{"Type":"bind","Source":"/host/a","Destination":"/a","Mode":"ro,Z","RW":false,"Propagation":"rslave"},
+	           {"Type":"bind","Source":"/host/b","Destination":"/b","Mode":"","RW":true,"Propagation":"rprivate"}],
+	 "NetworkSettings":{"Networks":{"zeta":{"IPAddress":"10.9.0.2"},"bridge":{"IPAddress":"172.17.0.5","GlobalIPv6Address":"fd00::5"}}}
+	}`
+	c := routedEngine(t, map[string]http.HandlerFunc{"GET /containers/abc/json": answer(http.StatusOK, body)})
+	d, err := c.InspectContainer(context.Background(), "abc")
+	assert.NilError(t, err)
+	assert.DeepEqual(t, d, ContainerDetails{
+		Container: Container{
+			ID: "abc", Name: "k8s_app_pod", Image: "busybox:1.36", ImageID: "sha256:img",
+			Labels: map[string]string{"l": "v"}, State: StateExited,
+			Created: time.Date(2024, 5, 1, 10, 0, 0, 123456789, time.UTC),
+		},
+		ExitCode: 137, Error: "oom", OOMKilled: true,
+		StartedAt: time.Date(2024, 5, 1, 10, 0, 1, 500000000, time.UTC),
+		Hostname:  "pod", User: "1000", Env: []string{"A=1"}, Entrypoint: []string{"/bin/sh"}, Cmd: []string{"-c", "true"},
+		NetworkMode: "container:sandbox", PidMode: "host", IpcMode: "container:sandbox",
+		IPAddress: "172.17.0.5", IPv6Address: "fd00::5",
+		ResolvConfPath: "/var/lib/docker/containers/abc/resolv.conf",
+		HostnamePath:   "/var/lib/docker/containers/abc/hostname",
+		HostsPath:      "/var/lib/docker/containers/abc/hosts",
+		LogPath:        "/var/lib/docker/containers/abc/abc-json.log",
+		Mounts: []Mount{
+			{Source: "/host/a", Target: "/a", ReadOnly: true, Propagation: "rslave", SELinuxRelabel: true},
+			{Source: "/host/b", Target: "/b", Propagation: "rprivate"},
+		},
+		Resources: Resources{CPUShares: 256, MemoryLimit: 1048576, PidsLimit: 50, Ulimits: []Ulimit{{Name: "nofile", Soft: 1, Hard: 2}}},
+	})
+	assert.Assert(t, d.FinishedAt.IsZero())
+}
+
+func TestInspectContainerAddresses(t *testing.T) {
+	for _, tc := range []struct {
+		name, networks, want string
+	}{
+		{name: "no network settings", networks: ``, want: ""},
+		{name: "host network", networks: `"NetworkSettings":{"Networks":{"host":{"IPAddress":""}}},`, want: ""},
+		{name: "first by name", networks: `"NetworkSettings":{"Networks":{"b":{"IPAddress":"10.0.0.2"},"a":{"IPAddress":"10.0.0.1"}}},`, want: "10.0.0.1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := routedEngine(t, map[string]http.HandlerFunc{
+				"GET /containers/abc/json": answer(http.StatusOK, `{`+tc.networks+`"Id":"abc","State":{"StartedAt":"","FinishedAt":""}}`),
+			})
+			d, err := c.InspectContainer(context.Background(), "abc")
+			assert.NilError(t, err)
+			assert.Equal(t, d.IPAddress, tc.want)
+			assert.Assert(t, d.StartedAt.IsZero() && d.Created.IsZero())
+		})
+	}
+}
+
+func TestUpdateContainerResources(t *testing.T) {
+	var got container.UpdateConfig
+	c := routedEngine(t, map[string]http.HandlerFunc{
+		"POST /containers/abc/update": func(w http.ResponseWriter, r *http.Request) {
+			_ = json.NewDecoder(r.Body).Decode(&got)
+			_, _ = w.Write([]byte(`{"Warnings":[]}`))
+		},
+	})
+	err := c.UpdateContainerResources(context.Background(), "abc", Resources{CPUQuota: 20000, CPUPeriod: 100000, MemoryLimit: 1 << 30, CpusetCpus: "1"})
+	assert.NilError(t, err)
+	assert.Equal(t, got.CPUQuota, int64(20000))
+	assert.Equal(t, got.CPUPeriod, int64(100000))
+	assert.Equal(t, got.Memory, int64(1<<30))
+	assert.Equal(t, got.CpusetCpus, "1")
+	assert.Assert(t, got.PidsLimit == nil, "an unset pids limit is left unchanged")
+}
+
+// execEngine is a fake engine that runs one exec "e1" in container "abc": the
+// attach hijacks the connection like the engine (HTTP 101, Upgrade: tcp), reads
+// stdin to its end when asked to, and then sends what output writes; inspect
+// reports running for running polls, then exitCode, with pid.
+type execEngine struct {
+	tty      bool
+	withIn   bool
+	output   func(stdin []byte, stdout, stderr io.Writer)
+	hold     bool // keep the stream open until the client closes it
+	running  int
+	exitCode int
+	pid      int
+
+	mu      sync.Mutex
+	created container.ExecOptions
+	inspect int
+	done    chan struct{} // closed when the attach handler returned
+}
+
+func (e *execEngine) client(t *testing.T) *SDKClient {
+	e.done = make(chan struct{})
+	return routedEngine(t, map[string]http.HandlerFunc{
+		"POST /containers/abc/exec": func(w http.ResponseWriter, r *http.Request) {
+			e.mu.Lock()
+			_ = json.NewDecoder(r.Body).Decode(&e.created)
+			e.mu.Unlock()
+			w.WriteHeader(http.StatusCreated)
+			_, _ = w.Write([]byte(`{"Id":"e1"}`))
+		},
+		"POST /exec/e1/start": e.attach,
+		"GET /exec/e1/json": func(w http.ResponseWriter, _ *http.Request) {
+			e.mu.Lock()
+			e.inspect++
+			running := e.inspect <= e.running
+			e.mu.Unlock()
+			_ = json.NewEncoder(w).Encode(container.ExecInspect{ExecID: "e1", ContainerID: "abc", Running: running, ExitCode: e.exitCode, Pid: e.pid})
+		},
+	})
+}
+
+func (e *execEngine) attach(w http.ResponseWriter, r *http.Request) {
+	defer close(e.done)
+	_, _ = io.Copy(io.Discard, r.Body)
+	if r.Header.Get("Upgrade") != "tcp" {
+		http.Error(w, "not an upgrade", http.StatusBadRequest)
+		return
+	}
+	conn, rw, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		return
+	}
+	defer conn.Close()
+	media := "application/vnd.docker.multiplexed-stream"
+	if e.tty {
+		media = "application/vnd.docker.raw-stream"
+	}
+	_, _ = rw.WriteString("HTTP/1.1 101 UPGRADED\r\nContent-Type: " + media + "\r\nConnection: Upgrade\r\nUpgrade: tcp\r\n\r\n")
+	_ = rw.Flush()
+	var stdin []byte
+	if e.withIn {
+		stdin, _ = io.ReadAll(rw)
+	}
+	stdout, stderr := io.Writer(conn), io.Writer(conn)
+	if !e.tty {
+		stdout, stderr = stdcopy.NewStdWriter(conn, stdcopy.Stdout), stdcopy.NewStdWriter(conn, stdcopy.Stderr)
+	}
+	if e.output != nil {
+		e.output(stdin, stdout, stderr)
+	}
+	if e.hold {
+		_, _ = io.Copy(io.Discard, rw) // until the client closes the connection
+	}
+}
+
+func TestExec(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		engine     *execEngine
+		stdin      string
+		wantOut    string
+		wantErr    string
+		wantCode   int
+		wantInStd  bool
+		wantInspct int
+	}{
+		{
+			name: "demultiplexed output and exit code",
+			engine: &execEngine{exitCode: 3, output: func(_ []byte, stdout, stderr io.Writer) {
+				_, _ = io.WriteString(stdout, "out 1\n")
+				_, _ = io.WriteString(stderr, "err 1\n")
+				_, _ = io.WriteString(stdout, "out 2\n")
+			}},
+			wantOut: "out 1\nout 2\n", wantErr: "err 1\n", wantCode: 3, wantInspct: 1,
+		},
+		{
+			name: "stdin copied and closed",
+			engine: &execEngine{withIn: true, output: func(stdin []byte, stdout, _ io.Writer) {
+				_, _ = stdout.Write(bytes.ToUpper(stdin))
+			}},
+			stdin: "hello\n", wantOut: "HELLO\n", wantInStd: true, wantInspct: 1,
+		},
+		{
+			name: "tty output is raw",
+			engine: &execEngine{tty: true, output: func(_ []byte, stdout, _ io.Writer) {
+				_, _ = io.WriteString(stdout, "\x01\x00\x00\x00raw\r\n")
+			}},
+			wantOut: "\x01\x00\x00\x00raw\r\n", wantInspct: 1,
+		},
+		{
+			name:     "exit code waits for the process to be reported exited",
+			engine:   &execEngine{running: 2, exitCode: 7},
+			wantCode: 7, wantInspct: 3,
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := tc.engine
+			c := e.client(t)
+			var stdout, stderr bytes.Buffer
+			opts := ExecOptions{Cmd: []string{"sh", "-c", "x"}, Tty: e.tty, Stdout: &stdout, Stderr: &stderr}
+			if tc.stdin != "" {
+				opts.Stdin = strings.NewReader(tc.stdin)
+			}
+			code, err := c.Exec(context.Background(), "abc", opts)
+			assert.NilError(t, err)
+			assert.Equal(t, code, tc.wantCode)
+			assert.Equal(t, stdout.String(), tc.wantOut)
+			assert.Equal(t, stderr.String(), tc.wantErr)
+			<-e.done
+			e.mu.Lock()
+			defer e.mu.Unlock()
+			assert.DeepEqual(t, e.created.Cmd, opts.Cmd)
+			assert.Equal(t, e.created.Tty, e.tty)
+			assert.Assert(t, e.created.AttachStdout && e.created.AttachStderr)
+			assert.Equal(t, e.created.AttachStdin, tc.wantInStd)
+			assert.Equal(t, e.inspect, tc.wantInspct)
+		})
+	}
+}
+
+func TestExecKilledWhenContextEnds(t *testing.T) {
+	// The exec's process is a real one on this host, as it would be under the engine.
+	proc := exec.Command("sleep", "60")
+	assert.NilError(t, proc.Start())
+	waited := make(chan error, 1)
+	go func() { waited <- proc.Wait() }()
+	t.Cleanup(func() { _ = proc.Process.Kill() })
+
+	e := &execEngine{hold: true, running: 1 << 30, pid: proc.Process.Pid, output: func(_ []byte, stdout, _ io.Writer) {
+		_, _ = io.WriteString(stdout, "started\n")
+	}}
+	c := e.client(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	var stdout bytes.Buffer
+	code, err := c.Exec(ctx, "abc", ExecOptions{Cmd: []string{"sleep", "60"}, Stdout: &stdout})
+	assert.Equal(t, code, -1)
+	assert.Assert(t, errors.Is(err, context.DeadlineExceeded), "%v", err)
+	assert.Assert(t, strings.HasPrefix(err.Error(), "exec in container abc: "), err.Error())
+	assert.Equal(t, stdout.String(), "started\n")
+
+	select {
+	case err := <-waited:
+		var exitErr *exec.ExitError
+		assert.Assert(t, errors.As(err, &exitErr))
+		ws, ok := exitErr.Sys().(syscall.WaitStatus)
+		assert.Assert(t, ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL, "%v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the exec's process was not killed")
+	}
+	select {
+	case <-e.done: // Exec closed the hijacked connection
+	case <-time.After(10 * time.Second):
+		t.Fatal("the hijacked connection stayed open")
+	}
+}
+
+func TestExecKillIgnoresExitedProcess(t *testing.T) {
+	// ESRCH: the process is gone by the time the kill comes (no pid is this high:
+	// pid_max is at most 2^22).
+	e := &execEngine{hold: true, running: 1 << 30, pid: 1 << 30}
+	c := e.client(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(100*time.Millisecond, cancel)
+	_, err := c.Exec(ctx, "abc", ExecOptions{Cmd: []string{"true"}})
+	assert.Assert(t, errors.Is(err, context.Canceled), "%v", err)
+	assert.Assert(t, !strings.Contains(err.Error(), "kill"), err.Error())
+}
+
+func TestContainerLogs(t *testing.T) {
+	since := time.Unix(1700000000, 123)
+	for _, tc := range []struct {
+		name       string
+		tty        bool
+		opts       LogsOptions
+		wantQuery  map[string]string
+		wantStdout string
+		wantStderr string
+	}{
+		{
+			name:       "demultiplexed",
+			opts:       LogsOptions{},
+			wantQuery:  map[string]string{"stdout": "1", "stderr": "1", "timestamps": "1", "follow": "", "since": ""},
+			wantStdout: "2024-05-01T10:00:00.000000001Z out\n",
+			wantStderr: "2024-05-01T10:00:00.000000002Z err\n",
+		},
+		{
+			name:       "follow since",
+			opts:       LogsOptions{Follow: true, Since: since},
+			wantQuery:  map[string]string{"follow": "1", "since": "1700000000.000000123"},
+			wantStdout: "2024-05-01T10:00:00.000000001Z out\n",
+			wantStderr: "2024-05-01T10:00:00.000000002Z err\n",
+		},
+		{
+			name:       "tty is raw",
+			tty:        true,
+			wantStdout: "2024-05-01T10:00:00.000000001Z out\r\n",
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var query map[string][]string
+			c := routedEngine(t, map[string]http.HandlerFunc{
+				"GET /containers/abc/json": func(w http.ResponseWriter, _ *http.Request) {
+					_ = json.NewEncoder(w).Encode(map[string]any{"Id": "abc", "Config": map[string]any{"Tty": tc.tty}})
+				},
+				"GET /containers/abc/logs": func(w http.ResponseWriter, r *http.Request) {
+					query = r.URL.Query()
+					if tc.tty {
+						_, _ = io.WriteString(w, "2024-05-01T10:00:00.000000001Z out\r\n")
+						return
+					}
+					_, _ = io.WriteString(stdcopy.NewStdWriter(w, stdcopy.Stdout), "2024-05-01T10:00:00.000000001Z out\n")
+					_, _ = io.WriteString(stdcopy.NewStdWriter(w, stdcopy.Stderr), "2024-05-01T10:00:00.000000002Z err\n")
+				},
+			})
+			var stdout, stderr bytes.Buffer
+			tc.opts.Stdout, tc.opts.Stderr = &stdout, &stderr
+			assert.NilError(t, c.ContainerLogs(context.Background(), "abc", tc.opts))
+			assert.Equal(t, stdout.String(), tc.wantStdout)
+			assert.Equal(t, stderr.String(), tc.wantStderr)
+			for k, v := range tc.wantQuery {
+				got := ""
+				if vs := query[k]; len(vs) > 0 {
+					got = vs[0]
+				}
+				assert.Equal(t, got, v, "query %s", k)
+			}
+		})
+	}
+}
+
+func TestContainerLogsContextEnds(t *testing.T) {
+	c := routedEngine(t, map[string]http.HandlerFunc{
+		"GET /containers/abc/json": answer(http.StatusOK, `{"Id":"abc","Config":{"Tty":false}}`),
+		"GET /containers/abc/logs": func(w http.ResponseWriter, r *http.Request) {
+			_, _ = io.WriteString(stdcopy.NewStdWriter(w, stdcopy.Stdout), "line\n")
+			http.NewResponseController(w).Flush()
+			<-r.Context().Done()
+		},
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	var stdout bytes.Buffer
+	err := c.ContainerLogs(ctx, "abc", LogsOptions{Follow: true, Stdout: &stdout, Stderr: io.Discard})
+	assert.Assert(t, errors.Is(err, context.DeadlineExceeded), "%v", err)
+	assert.Equal(t, stdout.String(), "line\n")
+}
+
+func TestContainerStats(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		body string
+		want ContainerStats
+	}{
+		{
+			name: "cgroup v2",
+			body: `{"read":"2024-05-01T10:00:00Z","pids_stats":{"current":7},
+			 "cpu_stats":{"cpu_usage":{"total_usage":123456789}},
+			 "memory_stats":{"usage":10000,"stats":{"inactive_file":3000,"anon":6000,"file":4000,"pgfault":11,"pgmajfault":2}},
+			 "networks":{"eth0":{"rx_bytes":100,"rx_errors":1,"tx_bytes":200,"tx_errors":2,"rx_packets":9}}}`,
+			want: ContainerStats{
+				Timestamp: time.Date(2024, 5, 1, 10, 0, 0, 0, time.UTC), CPUUsageNanos: 123456789,
+				MemoryUsageBytes: 10000, MemoryWorkingSetBytes: 7000, MemoryRSSBytes: 6000,
+				PageFaults: 11, MajorPageFaults: 2, Pids: 7,
+				Networks: map[string]NetworkStats{"eth0": {RxBytes: 100, RxErrors: 1, TxBytes: 200, TxErrors: 2}},
+			},
+		},
+		{
+			name: "cgroup v1 hierarchical totals",
+			body: `{"read":"2024-05-01T10:00:00Z","cpu_stats":{"cpu_usage":{"total_usage":5}},
+			 "memory_stats":{"usage":10000,"stats":{"inactive_file":100,"total_inactive_file":2500,"rss":1000,"total_rss":4000,
+			  "pgfault":1,"total_pgfault":21,"pgmajfault":1,"total_pgmajfault":3}}}`,
+			want: ContainerStats{
+				Timestamp: time.Date(2024, 5, 1, 10, 0, 0, 0, time.UTC), CPUUsageNanos: 5,
+				MemoryUsageBytes: 10000, MemoryWorkingSetBytes: 7500, MemoryRSSBytes: 4000,
+				PageFaults: 21, MajorPageFaults: 3,
+			},
+		},
+		{
+			name: "cgroup v1 without totals",
+			body: `{"read":"2024-05-01T10:00:00Z","memory_stats":{"usage":10000,"stats":{"inactive_file":100,"rss":1000}}}`,
+			want: ContainerStats{
+				Timestamp:        time.Date(2024, 5, 1, 10, 0, 0, 0, time.UTC),
+				MemoryUsageBytes: 10000, MemoryWorkingSetBytes: 9900, MemoryRSSBytes: 1000,
+			},
+		},
+		{
+			name: "working set never below zero",
+			body: `{"read":"2024-05-01T10:00:00Z","memory_stats":{"usage":1000,"stats":{"inactive_file":5000}}}`,
+			want: ContainerStats{Timestamp: time.Date(2024, 5, 1, 10, 0, 0, 0, time.UTC), MemoryUsageBytes: 1000},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var query map[string][]string
+			c := routedEngine(t, map[string]http.HandlerFunc{
+				"GET /containers/abc/stats": func(w http.ResponseWriter, r *http.Request) {
+					query = r.URL.Query()
+					_, _ = io.WriteString(w, tc.body)
+				},
+			})
+			got, err := c.ContainerStats(context.Background(), "abc")
+			assert.NilError(t, err)
+			assert.DeepEqual(t, got, tc.want)
+			assert.DeepEqual(t, query["one-shot"], []string{"1"})
+			assert.DeepEqual(t, query["stream"], []string{"0"})
+		})
+	}
+}
+
+func TestBindsAndMounts(t *testing.T) {
+	mounts := []Mount{
+		{Source: "/cm", Target: "/etc/cm", ReadOnly: true, SELinuxRelabel: true},
+		{Source: "/ro", Target: "/ro", ReadOnly: true, Propagation: "rslave"},
+		{Source: "/rro", Target: "/rro", ReadOnly: true, RecursiveReadOnly: true},
+		{Source: "/rw", Target: "/rw", Propagation: "rshared"},
+	}
+	nonRecursive := func(src, dst, prop string) mount.Mount {
+		return mount.Mount{Type: mount.TypeBind, Source: src, Target: dst, ReadOnly: true,
+			BindOptions: &mount.BindOptions{Propagation: mount.Propagation(prop), ReadOnlyNonRecursive: true}}
+	}
+	recursive := mount.Mount{Type: mount.TypeBind, Source: "/rro", Target: "/rro", ReadOnly: true,
+		BindOptions: &mount.BindOptions{ReadOnlyForceRecursive: true}}
+	for _, tc := range []struct {
+		name       string
+		selinux    bool
+		wantBinds  []string
+		wantMounts []mount.Mount
+	}{
+		{
+			name:       "without selinux every read-only mount uses the mount API",
+			wantBinds:  []string{"/rw:/rw:rshared"},
+			wantMounts: []mount.Mount{nonRecursive("/cm", "/etc/cm", ""), nonRecursive("/ro", "/ro", "rslave"), recursive},
+		},
+		{
+			name:       "with selinux a relabelled mount keeps the bind syntax",
+			selinux:    true,
+			wantBinds:  []string{"/cm:/etc/cm:ro,Z", "/rw:/rw:rshared"},
+			wantMounts: []mount.Mount{nonRecursive("/ro", "/ro", "rslave"), recursive},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			binds, ms := sdkBindsAndMounts(mounts, tc.selinux)
+			assert.DeepEqual(t, binds, tc.wantBinds)
+			assert.DeepEqual(t, ms, tc.wantMounts)
+		})
+	}
+}
