@@ -1,0 +1,297 @@
+package logs
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/containerd/errdefs"
+	"gotest.tools/v3/assert"
+	"gotest.tools/v3/poll"
+
+	"github.com/dockpin/cri-dockerd/core/docker"
+)
+
+// base is the time the test containers log from.
+var base = time.Date(2024, 5, 1, 10, 0, 0, 0, time.UTC)
+
+// at returns base plus d.
+func at(d time.Duration) time.Time { return base.Add(d) }
+
+// engineTime formats a timestamp as the engine does with timestamps on.
+func engineTime(ts time.Time) string {
+	return ts.UTC().Format("2006-01-02T15:04:05.000000000Z07:00")
+}
+
+// --- kubelet's reading of CRI logs -------------------------------------------------
+
+// kubeletMsg is one line of a CRI log as kubelet reads it.
+type kubeletMsg struct {
+	ts      time.Time
+	stream  string
+	partial bool
+	// log is the content kubelet passes on: with the newline for a full line, without
+	// for a partial one.
+	log string
+}
+
+// parseLikeKubelet parses one CRI log line (with its newline) by the rules of
+// kubelet's CRI log reader: a lenient RFC 3339 timestamp, a space, "stdout" or
+// "stderr", a space, tags separated by ':' whose first is P (partial) or otherwise
+// full, a space, and the content; a partial line loses its newline. It is stricter
+// than kubelet in one point: the first tag must be P or F.
+func parseLikeKubelet(line []byte) (kubeletMsg, error) {
+	var m kubeletMsg
+	i := bytes.IndexByte(line, ' ')
+	if i < 0 {
+		return m, fmt.Errorf("timestamp is not found")
+	}
+	ts, err := time.Parse("2006-01-02T15:04:05.999999999Z07:00", string(line[:i]))
+	if err != nil {
+		return m, fmt.Errorf("unexpected timestamp: %w", err)
+	}
+	m.ts = ts
+	line = line[i+1:]
+	i = bytes.IndexByte(line, ' ')
+	if i < 0 {
+		return m, fmt.Errorf("stream type is not found")
+	}
+	m.stream = string(line[:i])
+	if m.stream != "stdout" && m.stream != "stderr" {
+		return m, fmt.Errorf("unexpected stream type %q", m.stream)
+	}
+	line = line[i+1:]
+	i = bytes.IndexByte(line, ' ')
+	if i < 0 {
+		return m, fmt.Errorf("log tag is not found")
+	}
+	tags := strings.Split(string(line[:i]), ":")
+	switch tags[0] {
+	case "P":
+		m.partial = true
+		if len(line) > 0 && line[len(line)-1] == '\n' {
+			line = line[:len(line)-1]
+		}
+	case "F":
+	default:
+		return m, fmt.Errorf("unexpected tag %q", tags[0])
+	}
+	m.log = string(line[i+1:])
+	return m, nil
+}
+
+// parseCRIText checks that every line of a CRI log parses as kubelet reads it.
+func parseCRIText(t *testing.T, text string) []kubeletMsg {
+	t.Helper()
+	if text == "" {
+		return nil
+	}
+	assert.Assert(t, strings.HasSuffix(text, "\n"), "log does not end with a newline: %q", text)
+	var msgs []kubeletMsg
+	for _, line := range strings.SplitAfter(text, "\n") {
+		if line == "" {
+			continue
+		}
+		m, err := parseLikeKubelet([]byte(line))
+		assert.NilError(t, err, "line %q", line)
+		msgs = append(msgs, m)
+	}
+	return msgs
+}
+
+// readCRI reads a CRI log file, checking every line parses.
+func readCRI(t *testing.T, path string) []kubeletMsg {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	assert.NilError(t, err)
+	return parseCRIText(t, string(b))
+}
+
+// logical joins partial lines with what follows them on the same stream, as a reader
+// of kubelet's output sees them: "<stream> <content>" per line.
+func logical(msgs []kubeletMsg) []string {
+	pending := map[string]string{}
+	var out []string
+	for _, m := range msgs {
+		if m.partial {
+			pending[m.stream] += m.log
+			continue
+		}
+		out = append(out, m.stream+" "+pending[m.stream]+strings.TrimSuffix(m.log, "\n"))
+		delete(pending, m.stream)
+	}
+	for _, s := range []string{"stdout", "stderr"} {
+		if p, ok := pending[s]; ok {
+			out = append(out, s+" "+p+" <no newline>")
+		}
+	}
+	return out
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	assert.NilError(t, err)
+	return string(b)
+}
+
+// waitLines waits until the file at path holds n lines.
+func waitLines(t *testing.T, path string, n int) {
+	t.Helper()
+	poll.WaitOn(t, func(poll.LogT) poll.Result {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return poll.Continue("%v", err)
+		}
+		if got := bytes.Count(b, []byte{'\n'}); got != n {
+			return poll.Continue("%d lines of %d", got, n)
+		}
+		return poll.Success()
+	}, poll.WithTimeout(5*time.Second), poll.WithDelay(5*time.Millisecond))
+}
+
+// --- a fake engine --------------------------------------------------------------
+
+// fakeMsg is one message of a container's engine log.
+type fakeMsg struct {
+	ts     time.Time
+	stream string
+	// line is the content as the engine sends it after "<timestamp> ", normally
+	// ending in a newline (the engine's partial messages do not).
+	line string
+}
+
+type fakeContainer struct {
+	msgs     []fakeMsg
+	finished bool
+	// failAfter, when positive, makes the next call fail (once) after sending that
+	// many messages, first sending failMidBytes bytes of the next message.
+	failAfter    int
+	failMidBytes int
+	// since records the Since of every call.
+	since []time.Time
+}
+
+// fakeEngine is a stateful Source: containers hold timestamped messages per stream;
+// following blocks for new messages until the container is finished or ctx ends.
+type fakeEngine struct {
+	// chunk, when positive, cuts what is sent into Writes of chunk bytes.
+	chunk int
+	// ignoreSince sends every message regardless of Since (an engine with coarser
+	// since filtering).
+	ignoreSince bool
+
+	mu         sync.Mutex
+	changed    chan struct{}
+	containers map[string]*fakeContainer
+}
+
+func newFakeEngine() *fakeEngine {
+	return &fakeEngine{changed: make(chan struct{}), containers: map[string]*fakeContainer{}}
+}
+
+// update changes a container (creating it) and wakes followers.
+func (e *fakeEngine) update(id string, fn func(c *fakeContainer)) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	c := e.containers[id]
+	if c == nil {
+		c = &fakeContainer{}
+		e.containers[id] = c
+	}
+	fn(c)
+	close(e.changed)
+	e.changed = make(chan struct{})
+}
+
+func (e *fakeEngine) add(id string, msgs ...fakeMsg) {
+	e.update(id, func(c *fakeContainer) { c.msgs = append(c.msgs, msgs...) })
+}
+
+func (e *fakeEngine) finish(id string) {
+	e.update(id, func(c *fakeContainer) { c.finished = true })
+}
+
+func (e *fakeEngine) remove(id string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	delete(e.containers, id)
+	close(e.changed)
+	e.changed = make(chan struct{})
+}
+
+func (e *fakeEngine) sinces(id string) []time.Time {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return append([]time.Time(nil), e.containers[id].since...)
+}
+
+var errEngineDown = fmt.Errorf("engine connection reset: %w", errdefs.ErrUnavailable)
+
+func (e *fakeEngine) ContainerLogs(ctx context.Context, id string, opts docker.LogsOptions) error {
+	next, sent := 0, 0
+	first := true
+	for {
+		e.mu.Lock()
+		c := e.containers[id]
+		if c == nil {
+			e.mu.Unlock()
+			return fmt.Errorf("no such container %s: %w", id, errdefs.ErrNotFound)
+		}
+		if first {
+			c.since = append(c.since, opts.Since)
+			first = false
+		}
+		batch := c.msgs[next:]
+		next = len(c.msgs)
+		finished, changed := c.finished, e.changed
+		failAfter, failMid := c.failAfter, c.failMidBytes
+		e.mu.Unlock()
+
+		for _, m := range batch {
+			if !e.ignoreSince && m.ts.Before(opts.Since) {
+				continue
+			}
+			data := []byte(engineTime(m.ts) + " " + m.line)
+			w := opts.Stdout
+			if m.stream == streamStderr {
+				w = opts.Stderr
+			}
+			if failAfter > 0 && sent == failAfter {
+				e.update(id, func(c *fakeContainer) { c.failAfter, c.failMidBytes = 0, 0 })
+				e.send(w, data[:min(failMid, len(data))])
+				return errEngineDown
+			}
+			e.send(w, data)
+			sent++
+		}
+		if finished {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-changed:
+		}
+	}
+}
+
+func (e *fakeEngine) send(w io.Writer, data []byte) {
+	if e.chunk <= 0 {
+		if len(data) > 0 {
+			_, _ = w.Write(data)
+		}
+		return
+	}
+	for len(data) > 0 {
+		n := min(e.chunk, len(data))
+		_, _ = w.Write(data[:n])
+		data = data[n:]
+	}
+}

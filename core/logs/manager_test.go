@@ -1,0 +1,602 @@
+package logs
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/pprof"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/containerd/errdefs"
+	"github.com/sirupsen/logrus"
+	"gotest.tools/v3/assert"
+	"gotest.tools/v3/poll"
+
+	"github.com/dockpin/cri-dockerd/core/docker"
+)
+
+func testLogger(t *testing.T) logrus.FieldLogger {
+	l := logrus.New()
+	l.SetOutput(testWriter{t})
+	l.SetLevel(logrus.DebugLevel)
+	return l
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(b []byte) (int, error) {
+	w.t.Helper()
+	w.t.Log(strings.TrimSuffix(string(b), "\n"))
+	return len(b), nil
+}
+
+func newTestManager(t *testing.T, src Source, cfg Config) *Manager {
+	if cfg.RetryInitial == 0 {
+		cfg.RetryInitial = 5 * time.Millisecond
+		cfg.RetryMax = 20 * time.Millisecond
+	}
+	m := NewManager(src, cfg, testLogger(t))
+	t.Cleanup(m.Close)
+	return m
+}
+
+func waitDone(t *testing.T, m *Manager, id string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	assert.NilError(t, m.Wait(ctx, id))
+}
+
+func crLine(ts time.Time, stream, tag, content string) string {
+	return ts.UTC().Format(timeFormat) + " " + stream + " " + tag + " " + content + "\n"
+}
+
+func TestManagerCopiesLog(t *testing.T) {
+	big := strings.Repeat("x", 40000)
+	tests := []struct {
+		name    string
+		maxLine int
+		msgs    []fakeMsg
+		want    string
+	}{
+		{
+			name: "stdout and stderr lines",
+			msgs: []fakeMsg{
+				{at(1), "stdout", "out one\n"},
+				{at(2), "stderr", "err one\n"},
+				{at(time.Second), "stdout", "out two\n"},
+			},
+			want: crLine(at(1), "stdout", "F", "out one") +
+				crLine(at(2), "stderr", "F", "err one") +
+				crLine(at(time.Second), "stdout", "F", "out two"),
+		},
+		{
+			name: "long line split at the default maximum",
+			msgs: []fakeMsg{{at(1), "stdout", big + "\n"}},
+			want: crLine(at(1), "stdout", "P", big[:16384]) +
+				crLine(at(1), "stdout", "P", big[:16384]) +
+				crLine(at(1), "stdout", "F", big[:40000-2*16384]),
+		},
+		{
+			name:    "long line split at a configured maximum",
+			maxLine: 10,
+			msgs:    []fakeMsg{{at(1), "stderr", "0123456789abcdefghij!\n"}},
+			want: crLine(at(1), "stderr", "P", "0123456789") +
+				crLine(at(1), "stderr", "P", "abcdefghij") +
+				crLine(at(1), "stderr", "F", "!"),
+		},
+		{
+			name: "line the engine cut into partial messages",
+			msgs: []fakeMsg{
+				{at(1), "stdout", big[:engineChunkLen]},
+				{at(2), "stdout", big[:engineChunkLen]},
+				{at(3), "stdout", "end\n"},
+			},
+			want: crLine(at(1), "stdout", "P", big[:engineChunkLen]) +
+				crLine(at(2), "stdout", "P", big[:engineChunkLen]) +
+				crLine(at(3), "stdout", "F", "end"),
+		},
+		{
+			name: "engine cut a line and logged the other stream in between",
+			msgs: []fakeMsg{
+				{at(1), "stdout", big[:engineChunkLen]},
+				{at(2), "stderr", "err\n"},
+				{at(3), "stdout", "tail\n"},
+			},
+			want: crLine(at(1), "stdout", "P", big[:engineChunkLen]) +
+				crLine(at(2), "stderr", "F", "err") +
+				crLine(at(3), "stdout", "F", "tail"),
+		},
+		{
+			name: "missing newline at the end",
+			msgs: []fakeMsg{
+				{at(1), "stdout", "line\n"},
+				{at(2), "stderr", "no newline"},
+				{at(3), "stdout", "prompt$ "},
+			},
+			want: crLine(at(1), "stdout", "F", "line") +
+				crLine(at(2), "stderr", "P", "no newline") +
+				crLine(at(3), "stdout", "P", "prompt$ "),
+		},
+	}
+	for _, tc := range tests {
+		for _, chunk := range []int{0, 1, 7} {
+			t.Run(fmt.Sprintf("%s/writes of %d bytes", tc.name, chunk), func(t *testing.T) {
+				e := newFakeEngine()
+				e.chunk = chunk
+				e.add("c1", tc.msgs...)
+				e.finish("c1")
+				m := newTestManager(t, e, Config{MaxLineSize: tc.maxLine})
+				path := filepath.Join(t.TempDir(), "0.log")
+
+				assert.NilError(t, m.Start(context.Background(), "c1", path))
+				waitDone(t, m, "c1")
+				assert.Equal(t, readFile(t, path), tc.want)
+				readCRI(t, path)
+
+				fi, err := os.Stat(path)
+				assert.NilError(t, err)
+				assert.Equal(t, fi.Mode().Perm(), os.FileMode(0o640)&^currentUmask())
+			})
+		}
+	}
+}
+
+// currentUmask returns the process umask bits that apply to 0640.
+func currentUmask() os.FileMode {
+	dir, err := os.MkdirTemp("", "umask")
+	if err != nil {
+		return 0
+	}
+	defer os.RemoveAll(dir)
+	p := filepath.Join(dir, "f")
+	f, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY, 0o777)
+	if err != nil {
+		return 0
+	}
+	f.Close()
+	fi, err := os.Stat(p)
+	if err != nil {
+		return 0
+	}
+	return 0o777 &^ fi.Mode().Perm()
+}
+
+func TestManagerFollows(t *testing.T) {
+	e := newFakeEngine()
+	e.add("c1", fakeMsg{at(1), "stdout", "first\n"})
+	m := newTestManager(t, e, Config{})
+	path := filepath.Join(t.TempDir(), "0.log")
+	assert.NilError(t, m.Start(context.Background(), "c1", path))
+	waitLines(t, path, 1)
+
+	e.add("c1", fakeMsg{at(2), "stderr", "second\n"})
+	waitLines(t, path, 2)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	assert.ErrorIs(t, m.Wait(ctx, "c1"), context.DeadlineExceeded, "still following")
+
+	e.add("c1", fakeMsg{at(3), "stdout", "third\n"})
+	e.finish("c1")
+	waitDone(t, m, "c1")
+	assert.DeepEqual(t, logical(readCRI(t, path)), []string{"stdout first", "stderr second", "stdout third"})
+}
+
+func TestManagerResume(t *testing.T) {
+	sec := time.Second
+	before := []fakeMsg{
+		{at(100 * time.Millisecond), "stdout", "one\n"},
+		{at(200 * time.Millisecond), "stderr", "two\n"},
+		// Same second as the next ones, different nanoseconds.
+		{at(sec + 100), "stdout", "three\n"},
+	}
+	after := []fakeMsg{
+		{at(sec + 200), "stdout", "four\n"},
+		{at(sec + 300), "stderr", "five\n"},
+		{at(2 * sec), "stdout", "six\n"},
+	}
+	want := []string{"stdout one", "stderr two", "stdout three", "stdout four", "stderr five", "stdout six"}
+	for _, ignoreSince := range []bool{false, true} {
+		t.Run(fmt.Sprintf("engine ignores since %v", ignoreSince), func(t *testing.T) {
+			e := newFakeEngine()
+			e.ignoreSince = ignoreSince
+			path := filepath.Join(t.TempDir(), "0.log")
+			e.add("c1", before...)
+
+			m1 := NewManager(e, Config{}, testLogger(t))
+			assert.NilError(t, m1.Start(context.Background(), "c1", path))
+			waitLines(t, path, len(before))
+			m1.Close()
+
+			e.add("c1", after...)
+			e.finish("c1")
+			m2 := newTestManager(t, e, Config{})
+			assert.NilError(t, m2.Start(context.Background(), "c1", path))
+			waitDone(t, m2, "c1")
+
+			assert.DeepEqual(t, logical(readCRI(t, path)), want)
+			sinces := e.sinces("c1")
+			assert.Equal(t, len(sinces), 2)
+			assert.Assert(t, sinces[0].IsZero())
+			assert.Assert(t, sinces[1].Equal(at(sec+100)), "resumed since %s", sinces[1])
+		})
+	}
+}
+
+func TestManagerResumeFile(t *testing.T) {
+	t1, t2, t3 := at(1), at(2), at(3)
+	tests := []struct {
+		name string
+		// file is what the CRI log holds when the shim starts.
+		file string
+		msgs []fakeMsg
+		want string
+	}{
+		{
+			name: "line cut after a partial chunk",
+			file: crLine(t1, "stdout", "F", "a") + crLine(t2, "stdout", "P", "0123456789"),
+			msgs: []fakeMsg{{t1, "stdout", "a\n"}, {t2, "stdout", "0123456789abcdefghij!\n"}, {t3, "stdout", "b\n"}},
+			want: crLine(t1, "stdout", "F", "a") + crLine(t2, "stdout", "P", "0123456789") +
+				crLine(t2, "stdout", "P", "abcdefghij") + crLine(t2, "stdout", "F", "!") + crLine(t3, "stdout", "F", "b"),
+		},
+		{
+			name: "partial line whose rest never came",
+			file: crLine(t1, "stderr", "P", "prompt$ "),
+			msgs: []fakeMsg{{t1, "stderr", "prompt$ "}, {t2, "stdout", "later\n"}},
+			want: crLine(t1, "stderr", "P", "prompt$ ") + crLine(t2, "stdout", "F", "later"),
+		},
+		{
+			name: "partial line completed by a newline only",
+			file: crLine(t1, "stderr", "P", "prompt$ "),
+			msgs: []fakeMsg{{t1, "stderr", "prompt$ \n"}},
+			want: crLine(t1, "stderr", "P", "prompt$ ") + crLine(t1, "stderr", "F", ""),
+		},
+		{
+			name: "incomplete last line is dropped and written again",
+			file: crLine(t1, "stdout", "F", "a") + crLine(t2, "stdout", "F", "b")[:20],
+			msgs: []fakeMsg{{t1, "stdout", "a\n"}, {t2, "stdout", "b\n"}},
+			want: crLine(t1, "stdout", "F", "a") + crLine(t2, "stdout", "F", "b"),
+		},
+		{
+			name: "empty file",
+			file: "",
+			msgs: []fakeMsg{{t1, "stdout", "a\n"}},
+			want: crLine(t1, "stdout", "F", "a"),
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newFakeEngine()
+			e.ignoreSince = true
+			e.add("c1", tc.msgs...)
+			e.finish("c1")
+			path := filepath.Join(t.TempDir(), "0.log")
+			assert.NilError(t, os.WriteFile(path, []byte(tc.file), 0o640))
+
+			m := newTestManager(t, e, Config{MaxLineSize: 10})
+			assert.NilError(t, m.Start(context.Background(), "c1", path))
+			waitDone(t, m, "c1")
+			assert.Equal(t, readFile(t, path), tc.want)
+			readCRI(t, path)
+		})
+	}
+}
+
+func TestManagerResumeAfterRotation(t *testing.T) {
+	// The shim restarts after kubelet rotated the log and before anything was written
+	// to the new file: the rotated file tells where to resume.
+	e := newFakeEngine()
+	e.add("c1", fakeMsg{at(1), "stdout", "old\n"}, fakeMsg{at(2), "stdout", "new\n"})
+	e.finish("c1")
+	dir := t.TempDir()
+	path := filepath.Join(dir, "0.log")
+	rotated := crLine(at(1), "stdout", "F", "old")
+	assert.NilError(t, os.WriteFile(path+".20240501-100000", []byte("older"), 0o640))
+	assert.NilError(t, os.WriteFile(path+".20240501-100001", []byte(rotated), 0o640))
+	assert.NilError(t, os.WriteFile(path+".20240501-100002.gz", []byte("gzip"), 0o640))
+
+	m := newTestManager(t, e, Config{})
+	assert.NilError(t, m.Start(context.Background(), "c1", path))
+	waitDone(t, m, "c1")
+	assert.Equal(t, readFile(t, path), crLine(at(2), "stdout", "F", "new"))
+}
+
+func TestManagerReopen(t *testing.T) {
+	e := newFakeEngine()
+	m := newTestManager(t, e, Config{})
+	path := filepath.Join(t.TempDir(), "0.log")
+	e.add("c1", fakeMsg{at(1), "stdout", "a\n"}, fakeMsg{at(2), "stderr", "b\n"})
+	assert.NilError(t, m.Start(context.Background(), "c1", path))
+	waitLines(t, path, 2)
+
+	// kubelet's rotation: rename, then ReopenContainerLog.
+	rotated := path + ".20240501-100000"
+	assert.NilError(t, os.Rename(path, rotated))
+	assert.NilError(t, m.Reopen("c1"))
+	e.add("c1", fakeMsg{at(3), "stdout", "c\n"}, fakeMsg{at(4), "stdout", "d\n"})
+	e.finish("c1")
+	waitDone(t, m, "c1")
+
+	assert.DeepEqual(t, logical(readCRI(t, rotated)), []string{"stdout a", "stderr b"})
+	assert.DeepEqual(t, logical(readCRI(t, path)), []string{"stdout c", "stdout d"})
+
+	// The copier reached the end: nothing to reopen.
+	assert.Assert(t, errdefs.IsFailedPrecondition(m.Reopen("c1")))
+	assert.Assert(t, errdefs.IsFailedPrecondition(m.Reopen("unknown")))
+}
+
+func TestManagerRetry(t *testing.T) {
+	msgs := []fakeMsg{
+		{at(1), "stdout", "one\n"},
+		{at(2), "stderr", "two\n"},
+		{at(3), "stdout", "0123456789abcdefghij!\n"},
+		{at(4), "stdout", "four\n"},
+	}
+	want := crLine(at(1), "stdout", "F", "one") + crLine(at(2), "stderr", "F", "two") +
+		crLine(at(3), "stdout", "P", "0123456789") + crLine(at(3), "stdout", "P", "abcdefghij") +
+		crLine(at(3), "stdout", "F", "!") + crLine(at(4), "stdout", "F", "four")
+	prefix := len(engineTime(at(3))) + 1
+	tests := []struct {
+		name      string
+		failAfter int
+		failMid   int
+	}{
+		{name: "between messages", failAfter: 2},
+		{name: "inside a timestamp", failAfter: 2, failMid: 10},
+		{name: "inside the first chunk", failAfter: 2, failMid: prefix + 5},
+		{name: "after a partial chunk was written", failAfter: 2, failMid: prefix + 15},
+		{name: "before the newline", failAfter: 2, failMid: prefix + 21},
+		{name: "after the first message", failAfter: 1},
+	}
+	for _, tc := range tests {
+		for _, ignoreSince := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/ignore since %v", tc.name, ignoreSince), func(t *testing.T) {
+				e := newFakeEngine()
+				e.ignoreSince = ignoreSince
+				e.add("c1", msgs...)
+				e.update("c1", func(c *fakeContainer) { c.failAfter, c.failMidBytes = tc.failAfter, tc.failMid })
+				e.finish("c1")
+				m := newTestManager(t, e, Config{MaxLineSize: 10})
+				path := filepath.Join(t.TempDir(), "0.log")
+				assert.NilError(t, m.Start(context.Background(), "c1", path))
+				waitDone(t, m, "c1")
+				assert.Equal(t, readFile(t, path), want)
+				assert.Equal(t, len(e.sinces("c1")), 2, "one retry")
+			})
+		}
+	}
+}
+
+// failingSource fails until told otherwise.
+type failingSource struct {
+	mu    sync.Mutex
+	calls int
+}
+
+func (s *failingSource) ContainerLogs(context.Context, string, docker.LogsOptions) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls++
+	return errEngineDown
+}
+
+func (s *failingSource) count() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.calls
+}
+
+func TestManagerRetriesWhileEngineDown(t *testing.T) {
+	src := &failingSource{}
+	m := newTestManager(t, src, Config{RetryInitial: time.Millisecond, RetryMax: 4 * time.Millisecond})
+	path := filepath.Join(t.TempDir(), "0.log")
+	assert.NilError(t, m.Start(context.Background(), "c1", path))
+	poll.WaitOn(t, func(poll.LogT) poll.Result {
+		if n := src.count(); n < 5 {
+			return poll.Continue("%d calls", n)
+		}
+		return poll.Success()
+	}, poll.WithTimeout(5*time.Second), poll.WithDelay(time.Millisecond))
+	// Reopen works while retrying.
+	assert.NilError(t, m.Reopen("c1"))
+	m.Stop("c1")
+	n := src.count()
+	time.Sleep(20 * time.Millisecond)
+	assert.Equal(t, src.count(), n, "no retries after Stop")
+}
+
+func TestManagerContainerGone(t *testing.T) {
+	e := newFakeEngine()
+	e.add("c1", fakeMsg{at(1), "stdout", "a\n"})
+	m := newTestManager(t, e, Config{})
+	path := filepath.Join(t.TempDir(), "0.log")
+	assert.NilError(t, m.Start(context.Background(), "c1", path))
+	waitLines(t, path, 1)
+	e.remove("c1")
+	waitDone(t, m, "c1")
+}
+
+func TestManagerStopAndClose(t *testing.T) {
+	before := runtime.NumGoroutine()
+	e := newFakeEngine()
+	m := NewManager(e, Config{}, testLogger(t))
+	dir := t.TempDir()
+	for i := range 3 {
+		id := fmt.Sprintf("c%d", i)
+		e.add(id, fakeMsg{at(1), "stdout", "a\n"}, fakeMsg{at(2), "stdout", "half a line"})
+		assert.NilError(t, m.Start(context.Background(), id, filepath.Join(dir, id+".log")))
+		waitLines(t, filepath.Join(dir, id+".log"), 1)
+	}
+
+	m.Stop("c0")
+	// What the engine sent is written, the unfinished line as a partial one.
+	assert.Equal(t, readFile(t, filepath.Join(dir, "c0.log")),
+		crLine(at(1), "stdout", "F", "a")+crLine(at(2), "stdout", "P", "half a line"))
+	assert.Assert(t, errdefs.IsNotFound(m.Wait(context.Background(), "c0")))
+	assert.Assert(t, errdefs.IsFailedPrecondition(m.Reopen("c0")))
+	m.Stop("c0") // twice is fine
+	m.Stop("never started")
+
+	// Wait returns when the copier is stopped (FailedPrecondition), or NotFound when
+	// it only looked after Close.
+	waitErr := make(chan error, 1)
+	go func() { waitErr <- m.Wait(context.Background(), "c1") }()
+	time.Sleep(10 * time.Millisecond)
+	m.Close()
+	err := <-waitErr
+	assert.Assert(t, errdefs.IsFailedPrecondition(err) || errdefs.IsNotFound(err), "%v", err)
+	assert.Assert(t, errdefs.IsFailedPrecondition(m.Start(context.Background(), "c9", filepath.Join(dir, "c9.log"))))
+
+	// No goroutine of the copiers is left (checked here, not in a poll goroutine).
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if n := runtime.NumGoroutine(); n > before {
+		var b strings.Builder
+		_ = pprof.Lookup("goroutine").WriteTo(&b, 1)
+		t.Fatalf("%d goroutines, %d before:\n%s", n, before, b.String())
+	}
+}
+
+func TestManagerStart(t *testing.T) {
+	e := newFakeEngine()
+	m := newTestManager(t, e, Config{})
+	dir := t.TempDir()
+	path := filepath.Join(dir, "0.log")
+	e.add("c1", fakeMsg{at(1), "stdout", "a\n"})
+
+	assert.NilError(t, m.Start(context.Background(), "c1", path))
+	waitLines(t, path, 1)
+	// Starting again is a no-op: no second copier, no duplicate lines.
+	assert.NilError(t, m.Start(context.Background(), "c1", path))
+	e.add("c1", fakeMsg{at(2), "stdout", "b\n"})
+	e.finish("c1")
+	waitDone(t, m, "c1")
+	assert.Equal(t, len(e.sinces("c1")), 1)
+
+	// Starting a finished copier copies what was logged since, once.
+	assert.NilError(t, m.Start(context.Background(), "c1", path))
+	waitDone(t, m, "c1")
+	assert.DeepEqual(t, logical(readCRI(t, path)), []string{"stdout a", "stdout b"})
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	assert.ErrorIs(t, m.Start(ctx, "c2", path), context.Canceled)
+	assert.Assert(t, errdefs.IsInvalidArgument(m.Start(context.Background(), "", path)))
+	assert.Assert(t, errdefs.IsFailedPrecondition(m.Start(context.Background(), "c3", filepath.Join(dir, "missing", "0.log"))))
+	assert.Assert(t, errdefs.IsNotFound(m.Wait(context.Background(), "c3")))
+}
+
+func TestManagerCopierOutlivesStartContext(t *testing.T) {
+	e := newFakeEngine()
+	m := newTestManager(t, e, Config{})
+	path := filepath.Join(t.TempDir(), "0.log")
+	e.update("c1", func(*fakeContainer) {}) // running, nothing logged yet
+	ctx, cancel := context.WithCancel(context.Background())
+	assert.NilError(t, m.Start(ctx, "c1", path))
+	cancel()
+	e.add("c1", fakeMsg{at(1), "stdout", "after the request\n"})
+	e.finish("c1")
+	waitDone(t, m, "c1")
+	assert.DeepEqual(t, logical(readCRI(t, path)), []string{"stdout after the request"})
+}
+
+func TestManagerReplacesSymlink(t *testing.T) {
+	// Upstream cri-dockerd links the CRI log path to the engine's json-file log.
+	dir := t.TempDir()
+	engineLog := filepath.Join(dir, "c1-json.log")
+	jsonLine := `{"log":"a\n","stream":"stdout","time":"2024-05-01T10:00:00.000000001Z"}` + "\n"
+	assert.NilError(t, os.WriteFile(engineLog, []byte(jsonLine), 0o640))
+	path := filepath.Join(dir, "0.log")
+	assert.NilError(t, os.Symlink(engineLog, path))
+
+	e := newFakeEngine()
+	e.add("c1", fakeMsg{at(1), "stdout", "a\n"})
+	e.finish("c1")
+	m := newTestManager(t, e, Config{})
+	assert.NilError(t, m.Start(context.Background(), "c1", path))
+	waitDone(t, m, "c1")
+
+	assert.Equal(t, readFile(t, engineLog), jsonLine, "engine log untouched")
+	fi, err := os.Lstat(path)
+	assert.NilError(t, err)
+	assert.Assert(t, fi.Mode().IsRegular())
+	assert.Equal(t, readFile(t, path), crLine(at(1), "stdout", "F", "a"))
+}
+
+// concurrentSource writes stdout and stderr from two goroutines in small pieces.
+type concurrentSource struct{ lines int }
+
+func (s concurrentSource) ContainerLogs(_ context.Context, _ string, opts docker.LogsOptions) error {
+	var wg sync.WaitGroup
+	for i, w := range []io.Writer{opts.Stdout, opts.Stderr} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for n := range s.lines {
+				msg := engineTime(at(time.Duration(2*n+i))) + " " + fmt.Sprintf("%d-%d-%s\n", i, n, strings.Repeat("x", 100))
+				for len(msg) > 0 {
+					k := min(7, len(msg))
+					_, _ = w.Write([]byte(msg[:k]))
+					msg = msg[k:]
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return nil
+}
+
+func TestManagerStreamsDoNotInterleave(t *testing.T) {
+	const lines = 200
+	m := newTestManager(t, concurrentSource{lines: lines}, Config{MaxLineSize: 64})
+	path := filepath.Join(t.TempDir(), "0.log")
+	assert.NilError(t, m.Start(context.Background(), "c1", path))
+	waitDone(t, m, "c1")
+
+	got := logical(readCRI(t, path))
+	assert.Equal(t, len(got), 2*lines)
+	next := map[string]int{}
+	for _, l := range got {
+		stream, content, _ := strings.Cut(l, " ")
+		i := 0
+		if stream == "stderr" {
+			i = 1
+		}
+		assert.Equal(t, content, fmt.Sprintf("%d-%d-%s", i, next[stream], strings.Repeat("x", 100)))
+		next[stream]++
+	}
+}
+
+func TestConfig(t *testing.T) {
+	tests := []struct {
+		name    string
+		cfg     Config
+		wantErr bool
+	}{
+		{name: "zero means defaults", cfg: Config{}},
+		{name: "defaults", cfg: DefaultConfig()},
+		{name: "negative line size", cfg: Config{MaxLineSize: -1}, wantErr: true},
+		{name: "negative retry", cfg: Config{RetryInitial: -time.Second}, wantErr: true},
+		{name: "max below initial", cfg: Config{RetryInitial: time.Second, RetryMax: time.Millisecond}, wantErr: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.cfg.Validate()
+			if tc.wantErr {
+				assert.Assert(t, errdefs.IsInvalidArgument(err), "%v", err)
+			} else {
+				assert.NilError(t, err)
+			}
+		})
+	}
+	d := Config{}.withDefaults()
+	assert.Equal(t, d, DefaultConfig())
+}
