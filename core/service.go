@@ -7,6 +7,7 @@ import (
 	"github.com/sirupsen/logrus"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/dockpin/cri-dockerd/core/checkpoint"
 	"github.com/dockpin/cri-dockerd/core/docker"
 	"github.com/dockpin/cri-dockerd/pinning"
 )
@@ -46,6 +47,37 @@ type Config struct {
 	PinKeeper PinKeeper
 	// StatusInfo are extra sections of verbose Status, by key (e.g. the image cache's state).
 	StatusInfo map[string]func() any
+
+	// RecursiveReadOnlyMounts is true when the engine can make read-only mounts
+	// recursively read-only (API 1.44, Docker 25); Status reports it to kubelet.
+	RecursiveReadOnlyMounts bool
+	// SandboxImage is --pod-infra-container-image, the image of every sandbox's pause container.
+	SandboxImage string
+	// Network sets up and tears down pod networks; nil with --network-plugin="" (Docker's bridge).
+	Network Network
+	// Checkpoints keeps one checkpoint per sandbox (required by the sandbox RPCs).
+	Checkpoints Checkpoints
+	// Logs copies container output into CRI log files; nil leaves logs to the engine only.
+	Logs LogCopier
+}
+
+// Checkpoints stores sandbox checkpoints (implemented by checkpoint.Store).
+type Checkpoints interface {
+	Write(id string, c *checkpoint.Checkpoint) error
+	// Read returns NotFound when there is none and DataLoss when it is corrupt.
+	Read(id string) (*checkpoint.Checkpoint, error)
+	Remove(id string) error
+	List() ([]string, error)
+}
+
+// LogCopier writes container output to CRI log files (implemented by logs.Manager).
+type LogCopier interface {
+	Start(ctx context.Context, id, path string) error
+	Stop(id string)
+	Reopen(id string) error
+	// Wait returns when the copy of a finished container's output is complete, or
+	// when ctx ends; an error when id is not being copied.
+	Wait(ctx context.Context, id string) error
 }
 
 // Service implements the CRI RuntimeService and ImageService.

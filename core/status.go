@@ -20,14 +20,24 @@ func (s *Service) Status(ctx context.Context, req *runtimeapi.StatusRequest) (*r
 		runtimeReady.Message = fmt.Sprintf("docker: failed to get docker version: %v", err)
 	}
 	networkReady := &runtimeapi.RuntimeCondition{Type: runtimeapi.NetworkReady, Status: true}
-	if s.cfg.NetworkPlugin != "" && !hasCNIConfig(s.cfg.CNIConfDir) {
+	switch {
+	case s.cfg.Network != nil:
+		if err := s.cfg.Network.Status(ctx); err != nil {
+			networkReady.Status = false
+			networkReady.Reason = "NetworkPluginNotReady"
+			networkReady.Message = fmt.Sprintf("docker: network plugin is not ready: %v", err)
+		}
+	case s.cfg.NetworkPlugin != "" && !hasCNIConfig(s.cfg.CNIConfDir):
 		networkReady.Status = false
 		networkReady.Reason = "NetworkPluginNotReady"
 		networkReady.Message = "docker: network plugin is not ready: cni config uninitialized"
 	}
-	resp := &runtimeapi.StatusResponse{Status: &runtimeapi.RuntimeStatus{
-		Conditions: []*runtimeapi.RuntimeCondition{runtimeReady, networkReady},
-	}}
+	resp := &runtimeapi.StatusResponse{
+		Status: &runtimeapi.RuntimeStatus{Conditions: []*runtimeapi.RuntimeCondition{runtimeReady, networkReady}},
+		RuntimeHandlers: []*runtimeapi.RuntimeHandler{{
+			Features: &runtimeapi.RuntimeHandlerFeatures{RecursiveReadOnlyMounts: s.cfg.RecursiveReadOnlyMounts},
+		}},
+	}
 	if req.GetVerbose() {
 		parts := map[string]any{"config": s.cfg.Effective, "pinning": s.pins.Info()}
 		for k, f := range s.cfg.StatusInfo {

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # hack/critest.sh — offline CRI conformance (critest) for our binary: a private engine pulls critest's public
 # image names from a local registry through regproxy (its HTTP(S) proxy, loopback only; see hack/critest/).
-# Usage: hack/critest.sh build | images | run ENDPOINT [critest flags] | all | stop
+# Usage: hack/critest.sh build | images | run ENDPOINT [critest flags] | all | bench | stop
+#   all: the conformance suite (minus e2e/critest-skip.txt); bench: `critest -benchmark` with
+#   hack/critest/benchmark-params.yaml, summarised as per-operation medians.
 # Env: STORE=classic|containerd, CRITEST_FOCUS (regex; "" = all), CRITEST_SKIP_FILE, CRITEST_STOP=1, CRI_DOCKERD_BIN.
 set -euo pipefail
 # shellcheck source=hack/lib.sh
@@ -19,8 +21,9 @@ CITOOL=$TOOLS_BIN/citool
 REGPROXY=$TOOLS_BIN/critest-regproxy
 PROXY_PID=$REGISTRY_DIR/regproxy.pid
 SKIP_FILE=${CRITEST_SKIP_FILE:-$ROOT/e2e/critest-skip.txt} # /dev/null: skip nothing
-# The ImageService specs: pkg/validate/image.go and image_consistency.go (no pods needed).
-DEFAULT_FOCUS='\[k8s\.io\] (Image Manager|Image Consistency) '
+# The whole conformance suite; what cannot pass yet is in e2e/critest-skip.txt, with why.
+DEFAULT_FOCUS=''
+
 FAKE_REGISTRIES=(gcr.io registry.k8s.io k8s.gcr.io public.ecr.aws)
 
 usage() { sed -n '4,5p' "${BASH_SOURCE[0]}" | cut -c3- >&2; exit 2; }
@@ -106,6 +109,32 @@ run() {
   return "$rc"
 }
 
+# leaks DIR — after the suite: no pod IP still leased, no veth left on the bridge, no sandbox
+# container left in the engine. Prints what it finds; fails on any leak.
+leaks() {
+  local dir=$1 ips veths pods
+  ips=$(find "$dir/ipam/dockpin" -maxdepth 1 -name '[0-9]*.[0-9]*' 2>/dev/null | wc -l)
+  veths=$(ip -o link show master "${CNI_BRIDGE:-dkpin0}" 2>/dev/null | wc -l)
+  pods=$(docker -H "unix://$STACK_DIR/docker.sock" ps -aq --filter label=io.kubernetes.docker.type=podsandbox | wc -l)
+  log "after critest: $ips pod IPs leased, $veths veths on the bridge, $pods sandbox containers left"
+  ((ips + veths + pods == 0))
+}
+
+# bench_summary DIR — median, p90 and max per operation of critest's *_benchmark_data.json files.
+bench_summary() {
+  local f
+  for f in "$1"/*_benchmark_data.json; do
+    [[ -e $f ]] || continue
+    jq -r --arg f "$(basename "$f" _benchmark_data.json)" '
+      def q($p): sort as $v | $v[(($v | length) - 1) * $p | round];
+      .operationsNames as $ops | .datapoints as $pts |
+      "\($f) (N=\($pts | length), parallel=\(.numParallel // "-"))",
+      ($ops | to_entries[] | .key as $i | .value as $op |
+        [$pts[] | .operationsDurationsNs[$i] // empty | . / 1e6] | select(length > 0) |
+        "  \($op | .[0:18] | . + " " * (18 - length)) median \(q(0.5) * 100 | round / 100) ms  p90 \(q(0.9) * 100 | round / 100) ms  max \(max * 100 | round / 100) ms")' "$f"
+  done
+}
+
 cri_pidfile() { echo "$CRITEST_OUT/cri-$STORE/cri-dockerd.pid"; }
 
 all() {
@@ -115,14 +144,27 @@ all() {
   timed images
   mkdir -p "$dir"
   stop_pidfile "$(cri_pidfile)" cri-dockerd
-  rm -f "$dir/cri-dockerd.sock"
+  rm -rf "$dir/cri-dockerd.sock" "$dir/root" "$dir/cni-cache" "$dir/net.d"
+  "$HACK_DIR/cni.sh" install
+  CNI_DATA_DIR=$dir/ipam "$HACK_DIR/cni.sh" clean "$dir/net.d"
+  CNI_DATA_DIR=$dir/ipam "$HACK_DIR/cni.sh" config "$dir/net.d"
   log "starting $bin on unix://$dir/cri-dockerd.sock"
   spawn "$(cri_pidfile)" "$dir/cri-dockerd.log" "$bin" --container-runtime-endpoint "unix://$dir/cri-dockerd.sock" \
-    --docker-endpoint "unix://$STACK_DIR/docker.sock" --cri-dockerd-root-directory "$dir/root" --network-plugin ""
+    --docker-endpoint "unix://$STACK_DIR/docker.sock" --cri-dockerd-root-directory "$dir/root" \
+    --network-plugin cni --cni-bin-dir /usr/lib/cni --cni-conf-dir "$dir/net.d" --cni-cache-dir "$dir/cni-cache"
   wait_for 30 "$TOOLS_BIN/crictl" --runtime-endpoint "unix://$dir/cri-dockerd.sock" version ||
     { tail -n 20 "$dir/cri-dockerd.log" >&2; die "cri-dockerd did not start"; }
-  timed run "unix://$dir/cri-dockerd.sock" || rc=$?
+  if [[ ${CRITEST_BENCH:-} == 1 ]]; then
+    local res=$CRITEST_OUT/bench-$STORE
+    rm -rf "$res" && mkdir -p "$res"
+    CRITEST_FOCUS=${CRITEST_FOCUS-} timed run "unix://$dir/cri-dockerd.sock" -benchmark \
+      -benchmarking-params-file="$HACK_DIR/critest/benchmark-params.yaml" -benchmarking-output-dir="$res" || rc=$?
+    bench_summary "$res"
+  else
+    timed run "unix://$dir/cri-dockerd.sock" || rc=$?
+  fi
   stop_pidfile "$(cri_pidfile)" cri-dockerd
+  leaks "$dir" || rc=1
   [[ ${CRITEST_STOP:-} != 1 ]] || stop
   return "$rc"
 }
@@ -139,6 +181,7 @@ stop() {
 
 case ${1:-} in
   build | images | all | stop) (($# == 1)) || usage; "$1" ;;
+  bench) (($# == 1)) || usage; CRITEST_BENCH=1 all ;;
   run) shift; run "$@" ;;
   *) usage ;;
 esac

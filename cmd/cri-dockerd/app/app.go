@@ -15,8 +15,11 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/dockpin/cri-dockerd/core"
+	"github.com/dockpin/cri-dockerd/core/checkpoint"
 	"github.com/dockpin/cri-dockerd/core/docker"
 	"github.com/dockpin/cri-dockerd/core/imagecache"
+	"github.com/dockpin/cri-dockerd/core/logs"
+	"github.com/dockpin/cri-dockerd/core/network"
 	"github.com/dockpin/cri-dockerd/pinning"
 )
 
@@ -104,18 +107,38 @@ func run(opts *Options, log *logrus.Logger) error {
 	if err != nil {
 		return err
 	}
+	checkpoints, err := checkpoint.NewStore(opts.RootDirectory)
+	if err != nil {
+		return err
+	}
 	svcCfg := core.Config{
 		NetworkPlugin:             opts.NetworkPlugin,
 		CNIConfDir:                opts.CNIConfDir,
 		ImagePullProgressDeadline: opts.ImagePullProgressDeadline,
 		Effective:                 opts,
+		SandboxImage:              opts.SandboxImage,
+		RecursiveReadOnlyMounts:   v.APIAtLeast("1.44"),
+		Checkpoints:               checkpoints,
 	}
+	if opts.NetworkPlugin == network.PluginCNI {
+		nw, err := network.New(opts.networkConfig(), log.WithField("component", "cni"))
+		if err != nil {
+			return err
+		}
+		svcCfg.Network = nw
+	}
+	logCopier := logs.NewManager(client, logs.Config{}, log.WithField("component", "logs"))
+	defer logCopier.Close()
+	svcCfg.Logs = logCopier
 	if ctrd != nil && opts.PreservePinOnPull {
 		svcCfg.PinKeeper = ctrd
 	}
 	images := imageClient(opts, client, log, &svcCfg)
 	defer images.stop()
 	svc := core.New(svcCfg, images.client, pins, log)
+	if err := svc.ResumeLogs(ctx); err != nil {
+		log.WithError(err).Warn("cannot resume copying container logs")
+	}
 
 	ep, _ := parseEndpoint(opts.RuntimeEndpoint) // validated before
 	lis, err := listen(ep)

@@ -10,6 +10,8 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/dockpin/cri-dockerd/pinning"
+
+	"github.com/dockpin/cri-dockerd/core/network"
 )
 
 // Options are the command-line options, with upstream cri-dockerd's names and defaults.
@@ -214,4 +216,17 @@ func (o *Options) pinningConfig() pinning.Config {
 	c.PinsFile = o.PinnedImagesFile
 	c.MaxStaleness = o.PinSourceMaxStaleness
 	return c
+}
+
+// networkConfig is the CNI part of the options.
+func (o *Options) networkConfig() network.Config {
+	return network.Config{
+		PluginName:  o.NetworkPlugin,
+		BinDirs:     network.SplitBinDirs(o.CNIBinDir),
+		ConfDir:     o.CNIConfDir,
+		CacheDir:    o.CNICacheDir,
+		MTU:         int(o.NetworkPluginMTU),
+		HairpinMode: network.HairpinMode(o.HairpinMode),
+		PodCIDR:     o.PodCIDR,
+	}
 }

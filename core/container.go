@@ -1,0 +1,111 @@
+package core
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/dockpin/cri-dockerd/core/docker"
+)
+
+// containerInspect returns container id, NotFound when there is none or it is a sandbox.
+func (s *Service) containerInspect(ctx context.Context, id string) (docker.ContainerDetails, error) {
+	if id == "" {
+		return docker.ContainerDetails{}, fmt.Errorf("container id is empty: %w", cerrdefs.ErrInvalidArgument)
+	}
+	c, err := s.docker.InspectContainer(ctx, id)
+	if err != nil {
+		if cerrdefs.IsNotFound(err) {
+			return c, fmt.Errorf("container %q not found: %w", id, cerrdefs.ErrNotFound)
+		}
+		return c, err
+	}
+	if c.Labels[labelContainerType] != typeContainer {
+		return c, fmt.Errorf("container %q not found (%s is not a kubernetes container): %w", id, c.ID, cerrdefs.ErrNotFound)
+	}
+	return c, nil
+}
+
+// containerMetadata rebuilds a container's CRI metadata from its engine name.
+func containerMetadata(c docker.Container) (*runtimeapi.ContainerMetadata, error) {
+	n, err := parseName(c.Name)
+	if err != nil {
+		return nil, err
+	}
+	return &runtimeapi.ContainerMetadata{Name: n.container, Attempt: n.attempt}, nil
+}
+
+// stateOfContainer maps the engine state to the CRI's.
+func stateOfContainer(state string) runtimeapi.ContainerState {
+	switch state {
+	case docker.StateCreated:
+		return runtimeapi.ContainerState_CONTAINER_CREATED
+	case docker.StateRunning, docker.StatePaused, docker.StateRestarting:
+		return runtimeapi.ContainerState_CONTAINER_RUNNING
+	case docker.StateExited, docker.StateDead:
+		return runtimeapi.ContainerState_CONTAINER_EXITED
+	}
+	return runtimeapi.ContainerState_CONTAINER_UNKNOWN
+}
+
+// resources maps CRI resources onto the engine's.
+func resources(r *runtimeapi.LinuxContainerResources) docker.Resources {
+	out := docker.Resources{
+		CPUShares: r.GetCpuShares(), CPUPeriod: r.GetCpuPeriod(), CPUQuota: r.GetCpuQuota(),
+		CpusetCpus: r.GetCpusetCpus(), CpusetMems: r.GetCpusetMems(),
+		MemoryLimit: r.GetMemoryLimitInBytes(), MemorySwap: r.GetMemorySwapLimitInBytes(),
+		Unified: r.GetUnified(),
+	}
+	if out.MemorySwap == 0 && out.MemoryLimit > 0 {
+		out.MemorySwap = out.MemoryLimit // no swap beyond the limit, as kubelet expects without swap support
+	}
+	return out
+}
+
+// criResources maps engine resources back for ContainerStatus.
+func criResources(r docker.Resources) *runtimeapi.ContainerResources {
+	return &runtimeapi.ContainerResources{Linux: &runtimeapi.LinuxContainerResources{
+		CpuShares: r.CPUShares, CpuPeriod: r.CPUPeriod, CpuQuota: r.CPUQuota,
+		CpusetCpus: r.CpusetCpus, CpusetMems: r.CpusetMems,
+		MemoryLimitInBytes: r.MemoryLimit, MemorySwapLimitInBytes: r.MemorySwap, Unified: r.Unified,
+	}}
+}
+
+// propagation maps CRI mount propagation to the engine's.
+var propagation = map[runtimeapi.MountPropagation]string{
+	runtimeapi.MountPropagation_PROPAGATION_PRIVATE:           "",
+	runtimeapi.MountPropagation_PROPAGATION_HOST_TO_CONTAINER: "rslave",
+	runtimeapi.MountPropagation_PROPAGATION_BIDIRECTIONAL:     "rshared",
+}
+
+// criPropagation maps the engine's mount propagation back.
+func criPropagation(p string) runtimeapi.MountPropagation {
+	switch p {
+	case "rslave", "slave":
+		return runtimeapi.MountPropagation_PROPAGATION_HOST_TO_CONTAINER
+	case "rshared", "shared":
+		return runtimeapi.MountPropagation_PROPAGATION_BIDIRECTIONAL
+	}
+	return runtimeapi.MountPropagation_PROPAGATION_PRIVATE
+}
+
+// nanos returns t in Unix nanoseconds, 0 for the zero time.
+func nanos(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixNano()
+}
+
+// capability returns an engine capability name ("NET_ADMIN", "ALL").
+func capability(c string) string {
+	c = strings.ToUpper(c)
+	if c == "ALL" {
+		return c
+	}
+	return strings.TrimPrefix(c, "CAP_")
+}

@@ -1,0 +1,139 @@
+package core
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+
+	cerrdefs "github.com/containerd/errdefs"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/dockpin/cri-dockerd/core/docker"
+)
+
+// CreateContainer creates a container in a sandbox: it joins the sandbox's network,
+// IPC and (unless asked otherwise) PID namespaces.
+func (s *Service) CreateContainer(ctx context.Context, req *runtimeapi.CreateContainerRequest) (*runtimeapi.CreateContainerResponse, error) {
+	cfg, sbCfg := req.GetConfig(), req.GetSandboxConfig()
+	if cfg.GetMetadata().GetName() == "" {
+		return nil, fmt.Errorf("container metadata needs a name: %w", cerrdefs.ErrInvalidArgument)
+	}
+	if cfg.GetImage().GetImage() == "" {
+		return nil, fmt.Errorf("container %q has no image: %w", cfg.GetMetadata().GetName(), cerrdefs.ErrInvalidArgument)
+	}
+	sb, err := s.sandboxInspect(ctx, req.GetPodSandboxId())
+	if err != nil {
+		return nil, err
+	}
+	spec, err := s.containerSpec(ctx, sb.ID, cfg, sbCfg)
+	if err != nil {
+		return nil, err
+	}
+	id, err := s.createContainer(ctx, spec)
+	if err != nil {
+		return nil, fmt.Errorf("create container %s: %w", spec.Name, err)
+	}
+	s.logger(ctx).WithField("container", id).WithField("name", spec.Name).Info("container created")
+	return &runtimeapi.CreateContainerResponse{ContainerId: id}, nil
+}
+
+// containerSpec builds the engine container of a CRI container config.
+func (s *Service) containerSpec(ctx context.Context, sandboxID string, cfg *runtimeapi.ContainerConfig, sbCfg *runtimeapi.PodSandboxConfig) (docker.ContainerSpec, error) {
+	labels := makeLabels(cfg.GetLabels(), cfg.GetAnnotations())
+	labels[labelContainerType] = typeContainer
+	labels[labelSandboxID] = sandboxID
+	if dir, p := sbCfg.GetLogDirectory(), cfg.GetLogPath(); dir != "" && p != "" {
+		labels[labelLogPath] = filepath.Join(dir, p)
+	}
+	spec := docker.ContainerSpec{
+		Name:        makeContainerName(sbCfg, cfg.GetMetadata()),
+		Image:       cfg.GetImage().GetImage(),
+		Labels:      labels,
+		Entrypoint:  cfg.GetCommand(),
+		Cmd:         cfg.GetArgs(),
+		WorkingDir:  cfg.GetWorkingDir(),
+		Tty:         cfg.GetTty(),
+		OpenStdin:   cfg.GetStdin(),
+		StdinOnce:   cfg.GetStdinOnce(),
+		NetworkMode: modeContainer + sandboxID,
+		IpcMode:     modeContainer + sandboxID,
+		PidMode:     modeContainer + sandboxID,
+	}
+	if sig := cfg.GetStopSignal(); sig != runtimeapi.Signal_SIGNAL_RUNTIME_DEFAULT {
+		spec.StopSignal = strings.TrimPrefix(sig.String(), "SIGNAL_")
+	}
+	for _, kv := range cfg.GetEnvs() {
+		spec.Env = append(spec.Env, kv.GetKey()+"="+string(kv.GetValue()))
+	}
+	for _, m := range cfg.GetMounts() {
+		if m.GetImage().GetImage() != "" {
+			return spec, fmt.Errorf("image volumes are not supported by docker (mount %s): %w", m.GetContainerPath(), cerrdefs.ErrNotImplemented)
+		}
+		if m.GetRecursiveReadOnly() && (!m.GetReadonly() || m.GetPropagation() != runtimeapi.MountPropagation_PROPAGATION_PRIVATE) {
+			return spec, fmt.Errorf("mount %s: recursive read-only needs a read-only mount with private propagation: %w",
+				m.GetContainerPath(), cerrdefs.ErrInvalidArgument)
+		}
+		spec.Mounts = append(spec.Mounts, docker.Mount{
+			Source: m.GetHostPath(), Target: m.GetContainerPath(), ReadOnly: m.GetReadonly(),
+			RecursiveReadOnly: m.GetRecursiveReadOnly(),
+			Propagation:       propagation[m.GetPropagation()], SELinuxRelabel: m.GetSelinuxRelabel(),
+		})
+	}
+	for _, d := range cfg.GetDevices() {
+		spec.Devices = append(spec.Devices, docker.Device{
+			PathOnHost: d.GetHostPath(), PathInContainer: d.GetContainerPath(), CgroupPermissions: d.GetPermissions(),
+		})
+	}
+	lx := cfg.GetLinux()
+	if r := lx.GetResources(); r != nil {
+		spec.Resources = resources(r)
+		spec.OomScoreAdj = int(r.GetOomScoreAdj())
+	}
+	info, err := s.docker.Info(ctx)
+	if err != nil {
+		return spec, err
+	}
+	if spec.CgroupParent, err = cgroupParent(info.CgroupDriver, sbCfg.GetLinux().GetCgroupParent()); err != nil {
+		return spec, err
+	}
+	sc := lx.GetSecurityContext()
+	switch sc.GetNamespaceOptions().GetPid() {
+	case runtimeapi.NamespaceMode_NODE:
+		spec.PidMode = modeHost
+	case runtimeapi.NamespaceMode_CONTAINER:
+		spec.PidMode = ""
+	case runtimeapi.NamespaceMode_TARGET:
+		spec.PidMode = modeContainer + sc.GetNamespaceOptions().GetTargetId()
+	}
+	if sc.GetNamespaceOptions().GetIpc() == runtimeapi.NamespaceMode_NODE {
+		spec.IpcMode = modeHost
+	}
+	if spec.User, err = engineUser(sc.GetRunAsUser(), sc.GetRunAsUsername(), sc.GetRunAsGroup()); err != nil {
+		return spec, err
+	}
+	spec.GroupAdd = groupAdd(sc.GetSupplementalGroups())
+	spec.Privileged = sc.GetPrivileged()
+	spec.ReadonlyRootfs = sc.GetReadonlyRootfs()
+	for _, c := range sc.GetCapabilities().GetAddCapabilities() {
+		spec.CapAdd = append(spec.CapAdd, capability(c))
+	}
+	for _, c := range sc.GetCapabilities().GetDropCapabilities() {
+		spec.CapDrop = append(spec.CapDrop, capability(c))
+	}
+	if spec.SecurityOpt, err = securityOpts(sc.GetSeccomp(), sc.GetApparmor(), sc.GetSelinuxOptions(), sc.GetPrivileged()); err != nil {
+		return spec, err
+	}
+	if sc.GetNoNewPrivs() {
+		spec.SecurityOpt = append(spec.SecurityOpt, "no-new-privileges")
+	}
+	if !sc.GetPrivileged() {
+		if sc.GetMaskedPaths() != nil {
+			spec.MaskedPaths = sc.GetMaskedPaths()
+		}
+		if sc.GetReadonlyPaths() != nil {
+			spec.ReadonlyPaths = sc.GetReadonlyPaths()
+		}
+	}
+	return spec, nil
+}

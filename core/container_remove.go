@@ -1,0 +1,37 @@
+package core
+
+import (
+	"context"
+	"fmt"
+
+	cerrdefs "github.com/containerd/errdefs"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// RemoveContainer removes a container (forcibly when running). Removing an unknown
+// container succeeds, as the CRI asks. Its CRI log file stays for kubelet to clean.
+func (s *Service) RemoveContainer(ctx context.Context, req *runtimeapi.RemoveContainerRequest) (*runtimeapi.RemoveContainerResponse, error) {
+	c, err := s.containerInspect(ctx, req.GetContainerId())
+	if cerrdefs.IsNotFound(err) {
+		return &runtimeapi.RemoveContainerResponse{}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := s.removeContainer(ctx, c.ID); err != nil {
+		return nil, err
+	}
+	s.logger(ctx).WithField("container", c.ID).Info("container removed")
+	return &runtimeapi.RemoveContainerResponse{}, nil
+}
+
+// removeContainer stops copying a container's log and removes it from the engine.
+func (s *Service) removeContainer(ctx context.Context, id string) error {
+	if s.cfg.Logs != nil {
+		s.cfg.Logs.Stop(id)
+	}
+	if err := ignoreNotFound(s.docker.RemoveContainer(ctx, id)); err != nil {
+		return fmt.Errorf("remove container %s: %w", id, err)
+	}
+	return nil
+}

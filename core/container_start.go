@@ -1,0 +1,27 @@
+package core
+
+import (
+	"context"
+	"fmt"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// StartContainer starts a created container and begins copying its output to its
+// CRI log file.
+func (s *Service) StartContainer(ctx context.Context, req *runtimeapi.StartContainerRequest) (*runtimeapi.StartContainerResponse, error) {
+	c, err := s.containerInspect(ctx, req.GetContainerId())
+	if err != nil {
+		return nil, err
+	}
+	if err := s.docker.StartContainer(ctx, c.ID); err != nil {
+		return nil, fmt.Errorf("start container %s: %w", c.ID, err)
+	}
+	if p := c.Labels[labelLogPath]; p != "" && s.cfg.Logs != nil {
+		if err := s.cfg.Logs.Start(ctx, c.ID, p); err != nil {
+			return nil, fmt.Errorf("container %s started, but its log %s cannot be written: %w", c.ID, p, err)
+		}
+	}
+	s.logger(ctx).WithField("container", c.ID).Info("container started")
+	return &runtimeapi.StartContainerResponse{}, nil
+}

@@ -1,0 +1,451 @@
+package core
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"gotest.tools/v3/assert"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/dockpin/cri-dockerd/core/checkpoint"
+	"github.com/dockpin/cri-dockerd/core/docker"
+	"github.com/dockpin/cri-dockerd/core/docker/dockertest"
+	"github.com/dockpin/cri-dockerd/core/network"
+	"github.com/dockpin/cri-dockerd/pinning"
+)
+
+// rtSandboxImage is the sandbox image of every test service.
+const rtSandboxImage = "registry.k8s.io/pause:3.10"
+
+// rtContainerImage is an image the test engine has for containers.
+const rtContainerImage = "busybox:1.36"
+
+// rtFakeNetwork is a stateful core.Network: it allocates IPv4 addresses from
+// 10.88.0.0/16 (and, with ipv6, one from fd00:88::/64) per sandbox, keeps them
+// until TearDown, and records every PodNetwork it was given.
+type rtFakeNetwork struct {
+	mu        sync.Mutex
+	ipv6      bool
+	next      int
+	ips       map[string][]net.IP // by sandbox ID
+	setUps    []network.PodNetwork
+	tearDowns []network.PodNetwork
+	setUpErr  error
+	statusErr error
+	podCIDR   string
+}
+
+var _ Network = (*rtFakeNetwork)(nil)
+
+func newRTFakeNetwork() *rtFakeNetwork {
+	return &rtFakeNetwork{ips: map[string][]net.IP{}}
+}
+
+// Status implements Network.
+func (n *rtFakeNetwork) Status(context.Context) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.statusErr
+}
+
+// SetUp implements Network: NetNS is required, an injected error fails it before
+// anything is allocated.
+func (n *rtFakeNetwork) SetUp(_ context.Context, pn network.PodNetwork) (network.Result, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.setUps = append(n.setUps, clonePodNetwork(pn))
+	if n.setUpErr != nil {
+		return network.Result{}, n.setUpErr
+	}
+	if pn.NetNS == "" || pn.SandboxID == "" {
+		return network.Result{}, fmt.Errorf("set up %q without a network namespace: %w", pn.SandboxID, cerrdefs.ErrInvalidArgument)
+	}
+	if ips, ok := n.ips[pn.SandboxID]; ok {
+		return network.Result{IPs: ips, Interface: "eth0"}, nil
+	}
+	n.next++
+	ips := []net.IP{net.IPv4(10, 88, byte(n.next/256), byte(n.next%256)).To4()}
+	if n.ipv6 {
+		ips = append(ips, net.ParseIP(fmt.Sprintf("fd00:88::%x", n.next)))
+	}
+	n.ips[pn.SandboxID] = ips
+	return network.Result{IPs: ips, Interface: "eth0"}, nil
+}
+
+// TearDown implements Network: idempotent, fine without a network namespace.
+func (n *rtFakeNetwork) TearDown(_ context.Context, pn network.PodNetwork) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.tearDowns = append(n.tearDowns, clonePodNetwork(pn))
+	delete(n.ips, pn.SandboxID)
+	return nil
+}
+
+// PodNetworkStatus implements Network: NotFound for a sandbox without addresses.
+func (n *rtFakeNetwork) PodNetworkStatus(_ context.Context, sandboxID string) (network.Result, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	ips, ok := n.ips[sandboxID]
+	if !ok {
+		return network.Result{}, fmt.Errorf("no network status of sandbox %s: %w", sandboxID, cerrdefs.ErrNotFound)
+	}
+	return network.Result{IPs: slices.Clone(ips), Interface: "eth0"}, nil
+}
+
+// SetPodCIDR implements Network.
+func (n *rtFakeNetwork) SetPodCIDR(cidr string) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.podCIDR = cidr
+	return nil
+}
+
+func (n *rtFakeNetwork) SetUpError(err error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.setUpErr = err
+}
+
+func (n *rtFakeNetwork) StatusError(err error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.statusErr = err
+}
+
+func (n *rtFakeNetwork) SetUps() []network.PodNetwork {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return slices.Clone(n.setUps)
+}
+
+func (n *rtFakeNetwork) TearDowns() []network.PodNetwork {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return slices.Clone(n.tearDowns)
+}
+
+// Attached tells whether sandboxID holds addresses.
+func (n *rtFakeNetwork) Attached(sandboxID string) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	_, ok := n.ips[sandboxID]
+	return ok
+}
+
+// IPs returns the addresses of sandboxID as strings.
+func (n *rtFakeNetwork) IPs(sandboxID string) []string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	var out []string
+	for _, ip := range n.ips[sandboxID] {
+		out = append(out, ip.String())
+	}
+	return out
+}
+
+func (n *rtFakeNetwork) PodCIDR() string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.podCIDR
+}
+
+func clonePodNetwork(pn network.PodNetwork) network.PodNetwork {
+	pn.PortMappings = slices.Clone(pn.PortMappings)
+	if pn.Bandwidth != nil {
+		bw := *pn.Bandwidth
+		pn.Bandwidth = &bw
+	}
+	if pn.DNS != nil {
+		dns := network.DNS{Servers: slices.Clone(pn.DNS.Servers), Searches: slices.Clone(pn.DNS.Searches), Options: slices.Clone(pn.DNS.Options)}
+		pn.DNS = &dns
+	}
+	return pn
+}
+
+// rtFakeLogs is a stateful core.LogCopier: it knows which containers it copies.
+type rtFakeLogs struct {
+	mu        sync.Mutex
+	started   map[string]string // copying now: id -> path
+	stopped   []string
+	reopened  []string
+	waited    []string
+	startErr  error
+	reopenErr error
+}
+
+var _ LogCopier = (*rtFakeLogs)(nil)
+
+func newRTFakeLogs() *rtFakeLogs { return &rtFakeLogs{started: map[string]string{}} }
+
+// Start implements LogCopier.
+func (l *rtFakeLogs) Start(_ context.Context, id, path string) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.startErr != nil {
+		return l.startErr
+	}
+	l.started[id] = path
+	return nil
+}
+
+// Stop implements LogCopier.
+func (l *rtFakeLogs) Stop(id string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.started, id)
+	l.stopped = append(l.stopped, id)
+}
+
+// Reopen implements LogCopier: NotFound when id is not being copied.
+func (l *rtFakeLogs) Reopen(id string) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.reopened = append(l.reopened, id)
+	if l.reopenErr != nil {
+		return l.reopenErr
+	}
+	if _, ok := l.started[id]; !ok {
+		return fmt.Errorf("log of %s is not copied: %w", id, cerrdefs.ErrNotFound)
+	}
+	return nil
+}
+
+// Wait implements LogCopier: the fake copies instantly, so a copied container's
+// output is always complete; NotFound when id is not being copied.
+func (l *rtFakeLogs) Wait(ctx context.Context, id string) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.waited = append(l.waited, id)
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if _, ok := l.started[id]; !ok {
+		return fmt.Errorf("log of %s is not copied: %w", id, cerrdefs.ErrNotFound)
+	}
+	return nil
+}
+
+func (l *rtFakeLogs) Waited() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.waited)
+}
+
+func (l *rtFakeLogs) Started() map[string]string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make(map[string]string, len(l.started))
+	for k, v := range l.started {
+		out[k] = v
+	}
+	return out
+}
+
+func (l *rtFakeLogs) Stopped() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.stopped)
+}
+
+func (l *rtFakeLogs) Reopened() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.reopened)
+}
+
+func (l *rtFakeLogs) StartError(err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.startErr = err
+}
+
+func (l *rtFakeLogs) ReopenError(err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.reopenErr = err
+}
+
+// rtEnv is a Service over fakes of everything it talks to.
+type rtEnv struct {
+	svc         *Service
+	engine      *dockertest.Fake
+	net         *rtFakeNetwork // nil when built without a network
+	logs        *rtFakeLogs
+	checkpoints *checkpoint.Store
+	cpDir       string // where the checkpoint files are
+	dockerRoot  string
+}
+
+type rtOption func(*rtOptions)
+
+type rtOptions struct {
+	noNetwork    bool
+	cgroupDriver string
+	noSandboxImg bool
+}
+
+// rtWithoutNetwork builds the service with Network nil (Docker's bridge).
+func rtWithoutNetwork() rtOption { return func(o *rtOptions) { o.noNetwork = true } }
+
+// rtWithCgroupDriver sets the engine's cgroup driver.
+func rtWithCgroupDriver(d string) rtOption { return func(o *rtOptions) { o.cgroupDriver = d } }
+
+// rtWithoutSandboxImage leaves the sandbox image out of the engine.
+func rtWithoutSandboxImage() rtOption { return func(o *rtOptions) { o.noSandboxImg = true } }
+
+// newRTEnv returns a Service with a fake engine whose data root is a temp dir, a
+// real checkpoint store in a temp dir, a fake network and a fake log copier. The
+// engine has the sandbox image and rtContainerImage.
+func newRTEnv(t *testing.T, opts ...rtOption) *rtEnv {
+	t.Helper()
+	var o rtOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.cgroupDriver == "" {
+		o.cgroupDriver = "systemd"
+	}
+	pins, err := pinning.New(pinning.DefaultConfig(), quietLogger())
+	assert.NilError(t, err)
+	engine := dockertest.New()
+	root := t.TempDir()
+	engine.SetInfo(docker.Info{Driver: "overlay2", DockerRootDir: root, CgroupDriver: o.cgroupDriver})
+	if !o.noSandboxImg {
+		engine.AddImage(testImage(9001, rtSandboxImage))
+	}
+	engine.AddImage(testImage(9002, rtContainerImage))
+	cpRoot := t.TempDir()
+	store, err := checkpoint.NewStore(cpRoot)
+	assert.NilError(t, err)
+	env := &rtEnv{
+		engine: engine, logs: newRTFakeLogs(), checkpoints: store,
+		cpDir: filepath.Join(cpRoot, "sandbox"), dockerRoot: root,
+	}
+	cfg := Config{
+		NetworkPlugin: "cni",
+		SandboxImage:  rtSandboxImage,
+		Checkpoints:   store,
+		Logs:          env.logs,
+	}
+	if !o.noNetwork {
+		env.net = newRTFakeNetwork()
+		cfg.Network = env.net
+	} else {
+		cfg.NetworkPlugin = ""
+	}
+	env.svc = New(cfg, engine, pins, quietLogger())
+	return env
+}
+
+// rtSandboxConfig returns a plain sandbox config of pod name in namespace "default".
+func rtSandboxConfig(name string) *runtimeapi.PodSandboxConfig {
+	return &runtimeapi.PodSandboxConfig{
+		Metadata: &runtimeapi.PodSandboxMetadata{Name: name, Namespace: "default", Uid: name + "-uid", Attempt: 1},
+		Hostname: name,
+		Labels: map[string]string{
+			labelPodName: name, labelPodNamespace: "default", labelPodUID: name + "-uid",
+		},
+		Annotations:  map[string]string{"kubernetes.io/config.source": "api"},
+		LogDirectory: "/var/log/pods/default_" + name + "_" + name + "-uid",
+		Linux: &runtimeapi.LinuxPodSandboxConfig{
+			SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{
+				NamespaceOptions: &runtimeapi.NamespaceOption{Pid: runtimeapi.NamespaceMode_CONTAINER},
+				Seccomp:          &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_RuntimeDefault},
+			},
+		},
+	}
+}
+
+// rtHostNetwork makes cfg use the node's network namespace.
+func rtHostNetwork(cfg *runtimeapi.PodSandboxConfig) *runtimeapi.PodSandboxConfig {
+	cfg.Linux.SecurityContext.NamespaceOptions.Network = runtimeapi.NamespaceMode_NODE
+	return cfg
+}
+
+// runSandbox runs cfg and returns the sandbox ID.
+func (e *rtEnv) runSandbox(t *testing.T, cfg *runtimeapi.PodSandboxConfig) string {
+	t.Helper()
+	resp, err := e.svc.RunPodSandbox(context.Background(), &runtimeapi.RunPodSandboxRequest{Config: cfg})
+	assert.NilError(t, err)
+	assert.Assert(t, resp.PodSandboxId != "")
+	return resp.PodSandboxId
+}
+
+// rtContainerConfig returns a plain container config named name.
+func rtContainerConfig(name string) *runtimeapi.ContainerConfig {
+	return &runtimeapi.ContainerConfig{
+		Metadata: &runtimeapi.ContainerMetadata{Name: name, Attempt: 0},
+		Image:    &runtimeapi.ImageSpec{Image: rtContainerImage},
+		Labels:   map[string]string{labelContainerName: name},
+		LogPath:  name + "/0.log",
+	}
+}
+
+// createContainer creates cfg in sandbox sbID (made from sbCfg) and returns its ID.
+func (e *rtEnv) createContainer(t *testing.T, sbID string, sbCfg *runtimeapi.PodSandboxConfig, cfg *runtimeapi.ContainerConfig) string {
+	t.Helper()
+	resp, err := e.svc.CreateContainer(context.Background(), &runtimeapi.CreateContainerRequest{
+		PodSandboxId: sbID, Config: cfg, SandboxConfig: sbCfg,
+	})
+	assert.NilError(t, err)
+	assert.Assert(t, resp.ContainerId != "")
+	return resp.ContainerId
+}
+
+// startContainer starts container cid through the service.
+func (e *rtEnv) startContainer(t *testing.T, cid string) {
+	t.Helper()
+	_, err := e.svc.StartContainer(context.Background(), &runtimeapi.StartContainerRequest{ContainerId: cid})
+	assert.NilError(t, err)
+}
+
+// spec returns the engine spec of container cid.
+func (e *rtEnv) spec(t *testing.T, cid string) docker.ContainerSpec {
+	t.Helper()
+	s, ok := e.engine.Spec(cid)
+	assert.Assert(t, ok, "no container %s in the engine", cid)
+	return s
+}
+
+// inspect returns the engine's view of container cid.
+func (e *rtEnv) inspect(t *testing.T, cid string) docker.ContainerDetails {
+	t.Helper()
+	d, err := e.engine.InspectContainer(context.Background(), cid)
+	assert.NilError(t, err)
+	return d
+}
+
+// checkpointFile returns the bytes of sandbox sbID's checkpoint file; ok is false
+// when there is none.
+func (e *rtEnv) checkpointFile(t *testing.T, sbID string) (string, bool) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(e.cpDir, sbID))
+	if os.IsNotExist(err) {
+		return "", false
+	}
+	assert.NilError(t, err)
+	return string(b), true
+}
+
+// writeCheckpoint stores a checkpoint of a sandbox unknown to the engine.
+func (e *rtEnv) writeCheckpoint(t *testing.T, sbID string, cfg *runtimeapi.PodSandboxConfig) {
+	t.Helper()
+	assert.NilError(t, e.checkpoints.Write(sbID, sandboxCheckpoint(cfg)))
+}
+
+// rtPorts are one TCP port mapping with a host port.
+func rtPorts() []*runtimeapi.PortMapping {
+	return []*runtimeapi.PortMapping{{Protocol: runtimeapi.Protocol_TCP, ContainerPort: 80, HostPort: 18080}}
+}
+
+// rtNetPorts are rtPorts as the network plugin sees them.
+func rtNetPorts() []network.PortMapping {
+	return []network.PortMapping{{Protocol: "tcp", ContainerPort: 80, HostPort: 18080}}
+}

@@ -1,0 +1,90 @@
+package core
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	cerrdefs "github.com/containerd/errdefs"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/dockpin/cri-dockerd/core/docker"
+)
+
+// ListPodSandbox lists sandboxes. Without a filter it also lists sandboxes known only
+// by their checkpoint, as NOTREADY, so that kubelet cleans them up, and deletes
+// checkpoints that fail verification, as upstream does.
+func (s *Service) ListPodSandbox(ctx context.Context, req *runtimeapi.ListPodSandboxRequest) (*runtimeapi.ListPodSandboxResponse, error) {
+	f := req.GetFilter()
+	lf := docker.ContainerFilter{ID: f.GetId(), Labels: map[string]string{}}
+	for k, v := range f.GetLabelSelector() {
+		lf.Labels[k] = v
+	}
+	lf.Labels[labelContainerType] = typeSandbox
+	if f.GetState() != nil && f.GetState().GetState() == runtimeapi.PodSandboxState_SANDBOX_READY {
+		lf.Running = true
+	}
+	cs, err := s.docker.ListContainers(ctx, lf)
+	if err != nil {
+		return nil, fmt.Errorf("list pod sandboxes: %w", err)
+	}
+	out := make([]*runtimeapi.PodSandbox, 0, len(cs))
+	seen := make(map[string]bool, len(cs))
+	for _, c := range cs {
+		seen[c.ID] = true
+		md, err := sandboxMetadata(c)
+		if err != nil {
+			s.logger(ctx).WithError(err).Debug("skipping container that looks like a sandbox")
+			continue
+		}
+		state := stateOfSandbox(c.State)
+		if f.GetState() != nil && f.GetState().GetState() != state {
+			continue
+		}
+		labels, annotations := splitLabels(c.Labels)
+		out = append(out, &runtimeapi.PodSandbox{
+			Id: c.ID, Metadata: md, State: state, CreatedAt: c.Created.UnixNano(),
+			Labels: labels, Annotations: annotations,
+		})
+	}
+	if f == nil {
+		out = append(out, s.checkpointOnlySandboxes(ctx, seen)...)
+	}
+	s.logger(ctx).WithField("count", len(out)).Debug("listed pod sandboxes")
+	return &runtimeapi.ListPodSandboxResponse{Items: out}, nil
+}
+
+// checkpointOnlySandboxes returns the sandboxes whose checkpoint outlived their
+// container, as NOTREADY, and deletes checkpoints that fail verification.
+func (s *Service) checkpointOnlySandboxes(ctx context.Context, seen map[string]bool) []*runtimeapi.PodSandbox {
+	log := s.logger(ctx)
+	ids, err := s.cfg.Checkpoints.List()
+	if err != nil {
+		log.WithError(err).Warn("cannot list sandbox checkpoints")
+		return nil
+	}
+	var out []*runtimeapi.PodSandbox
+	for _, id := range ids {
+		if seen[id] || strings.HasPrefix(id, ".") {
+			continue
+		}
+		cp, err := s.cfg.Checkpoints.Read(id)
+		if cerrdefs.IsDataLoss(err) {
+			log.WithError(err).WithField("sandbox", id).Warn("removing corrupt sandbox checkpoint")
+			if err := s.cfg.Checkpoints.Remove(id); err != nil {
+				log.WithError(err).Warn("cannot remove corrupt sandbox checkpoint")
+			}
+			continue
+		}
+		if err != nil {
+			log.WithError(err).WithField("sandbox", id).Warn("cannot read sandbox checkpoint")
+			continue
+		}
+		out = append(out, &runtimeapi.PodSandbox{
+			Id:       id,
+			Metadata: &runtimeapi.PodSandboxMetadata{Name: cp.Name, Namespace: cp.Namespace},
+			State:    runtimeapi.PodSandboxState_SANDBOX_NOTREADY,
+		})
+	}
+	return out
+}

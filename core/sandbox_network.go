@@ -1,0 +1,99 @@
+package core
+
+import (
+	"context"
+	"strconv"
+	"strings"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/dockpin/cri-dockerd/core/checkpoint"
+	"github.com/dockpin/cri-dockerd/core/network"
+)
+
+// Network sets up and tears down pod networks (implemented by network.Manager).
+type Network interface {
+	// Status is nil when a usable network configuration is loaded.
+	Status(ctx context.Context) error
+	SetUp(ctx context.Context, pn network.PodNetwork) (network.Result, error)
+	// TearDown is idempotent and works without the network namespace.
+	TearDown(ctx context.Context, pn network.PodNetwork) error
+	// PodNetworkStatus returns the addresses SetUp gave a sandbox.
+	PodNetworkStatus(ctx context.Context, sandboxID string) (network.Result, error)
+	SetPodCIDR(cidr string) error
+}
+
+// netnsPath is the network namespace of a running sandbox's pause process.
+func netnsPath(pid int) string {
+	if pid <= 0 {
+		return ""
+	}
+	return "/proc/" + strconv.Itoa(pid) + "/ns/net"
+}
+
+// podNetwork describes a sandbox's attachment for the network plugin.
+func podNetwork(id string, pid int, md *runtimeapi.PodSandboxMetadata, ports []*runtimeapi.PortMapping) network.PodNetwork {
+	pn := network.PodNetwork{
+		Namespace: md.GetNamespace(), Name: md.GetName(), UID: md.GetUid(),
+		SandboxID: id, NetNS: netnsPath(pid),
+	}
+	for _, pm := range ports {
+		pn.PortMappings = append(pn.PortMappings, network.PortMapping{
+			HostPort: pm.GetHostPort(), ContainerPort: pm.GetContainerPort(),
+			Protocol: strings.ToLower(pm.GetProtocol().String()), HostIP: pm.GetHostIp(),
+		})
+	}
+	return pn
+}
+
+// setUpNetwork attaches a started sandbox to the pod network.
+func (s *Service) setUpNetwork(ctx context.Context, id string, pid int, cfg *runtimeapi.PodSandboxConfig) (network.Result, error) {
+	pn := podNetwork(id, pid, cfg.GetMetadata(), cfg.GetPortMappings())
+	if dns := cfg.GetDnsConfig(); dns != nil {
+		pn.DNS = &network.DNS{Servers: dns.GetServers(), Searches: dns.GetSearches(), Options: dns.GetOptions()}
+	}
+	bw, err := network.BandwidthFromAnnotations(cfg.GetAnnotations())
+	if err != nil {
+		return network.Result{}, err
+	}
+	pn.Bandwidth = bw
+	return s.cfg.Network.SetUp(ctx, pn)
+}
+
+// tearDownNetwork detaches a sandbox from the pod network; pid 0 means its network
+// namespace is gone, and the plugins only release what they allocated.
+func (s *Service) tearDownNetwork(ctx context.Context, id string, pid int, md *runtimeapi.PodSandboxMetadata, ports []*runtimeapi.PortMapping) error {
+	return s.cfg.Network.TearDown(ctx, podNetwork(id, pid, md, ports))
+}
+
+// networkIPs returns the IPs the network plugin gave a running sandbox.
+func (s *Service) networkIPs(ctx context.Context, id string) ([]string, error) {
+	res, err := s.cfg.Network.PodNetworkStatus(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	ips := make([]string, 0, len(res.IPs))
+	for _, ip := range res.IPs {
+		ips = append(ips, ip.String())
+	}
+	return ips, nil
+}
+
+// checkpointPorts returns the port mappings kept in a checkpoint.
+func checkpointPorts(cp *checkpoint.Checkpoint) []*runtimeapi.PortMapping {
+	var out []*runtimeapi.PortMapping
+	for _, pm := range cp.Data.PortMappings {
+		m := &runtimeapi.PortMapping{HostIp: pm.HostIP}
+		if pm.ContainerPort != nil {
+			m.ContainerPort = *pm.ContainerPort
+		}
+		if pm.HostPort != nil {
+			m.HostPort = *pm.HostPort
+		}
+		if pm.Protocol != nil {
+			m.Protocol = runtimeapi.Protocol(runtimeapi.Protocol_value[strings.ToUpper(string(*pm.Protocol))])
+		}
+		out = append(out, m)
+	}
+	return out
+}

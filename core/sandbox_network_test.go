@@ -1,0 +1,93 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"gotest.tools/v3/assert"
+	is "gotest.tools/v3/assert/cmp"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/dockpin/cri-dockerd/core/checkpoint"
+	"github.com/dockpin/cri-dockerd/core/network"
+)
+
+func networkCondition(t *testing.T, env *rtEnv) *runtimeapi.RuntimeCondition {
+	t.Helper()
+	resp, err := env.svc.Status(context.Background(), &runtimeapi.StatusRequest{})
+	assert.NilError(t, err)
+	for _, c := range resp.Status.Conditions {
+		if c.Type == runtimeapi.NetworkReady {
+			return c
+		}
+	}
+	t.Fatal("no NetworkReady condition")
+	return nil
+}
+
+func TestStatusNetworkReadyFromNetwork(t *testing.T) {
+	env := newRTEnv(t)
+	assert.Check(t, networkCondition(t, env).Status)
+
+	env.net.StatusError(errors.New("no CNI configuration in /etc/cni/net.d"))
+	c := networkCondition(t, env)
+	assert.Check(t, !c.Status)
+	assert.Equal(t, c.Reason, "NetworkPluginNotReady")
+	assert.Check(t, is.Contains(c.Message, "no CNI configuration in /etc/cni/net.d"))
+
+	env.net.StatusError(nil)
+	assert.Check(t, networkCondition(t, env).Status)
+}
+
+func TestPodNetwork(t *testing.T) {
+	md := &runtimeapi.PodSandboxMetadata{Name: "web", Namespace: "prod", Uid: "u"}
+	for _, tc := range []struct {
+		name  string
+		pid   int
+		ports []*runtimeapi.PortMapping
+		want  network.PodNetwork
+	}{
+		{
+			name: "running", pid: 42,
+			want: network.PodNetwork{Namespace: "prod", Name: "web", UID: "u", SandboxID: "sb", NetNS: "/proc/42/ns/net"},
+		},
+		{
+			name: "gone", pid: 0,
+			ports: []*runtimeapi.PortMapping{
+				{Protocol: runtimeapi.Protocol_SCTP, ContainerPort: 9, HostPort: 99, HostIp: "::1"},
+				{ContainerPort: 8080},
+			},
+			want: network.PodNetwork{Namespace: "prod", Name: "web", UID: "u", SandboxID: "sb", PortMappings: []network.PortMapping{
+				{Protocol: "sctp", ContainerPort: 9, HostPort: 99, HostIP: "::1"},
+				{Protocol: "tcp", ContainerPort: 8080},
+			}},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.DeepEqual(t, podNetwork("sb", tc.pid, md, tc.ports), tc.want)
+		})
+	}
+}
+
+func TestCheckpointPortsRoundTrip(t *testing.T) {
+	cfg := rtSandboxConfig("web")
+	cfg.PortMappings = []*runtimeapi.PortMapping{
+		{Protocol: runtimeapi.Protocol_TCP, ContainerPort: 80, HostPort: 18080},
+		{Protocol: runtimeapi.Protocol_UDP, ContainerPort: 53, HostPort: 5353, HostIp: "127.0.0.1"},
+		{Protocol: runtimeapi.Protocol_SCTP, ContainerPort: 9, HostPort: 9999},
+	}
+	cp := sandboxCheckpoint(cfg)
+	assert.NilError(t, cp.Verify())
+	assert.Equal(t, cp.Name, "web")
+	assert.Equal(t, cp.Namespace, "default")
+	assert.Check(t, !cp.Data.HostNetwork)
+	got := checkpointPorts(cp)
+	assert.Equal(t, len(got), 3)
+	for i, pm := range got {
+		assert.Check(t, pm.Protocol == cfg.PortMappings[i].Protocol && pm.ContainerPort == cfg.PortMappings[i].ContainerPort &&
+			pm.HostPort == cfg.PortMappings[i].HostPort && pm.HostIp == cfg.PortMappings[i].HostIp, "mapping %d: %v", i, pm)
+	}
+	// A checkpoint written by upstream with fields missing.
+	assert.Check(t, is.Len(checkpointPorts(checkpoint.New("a", "b", &checkpoint.Data{PortMappings: []*checkpoint.PortMapping{{}}})), 1))
+}

@@ -1,0 +1,126 @@
+package core
+
+import (
+	"context"
+	"slices"
+	"testing"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"gotest.tools/v3/assert"
+	is "gotest.tools/v3/assert/cmp"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/dockpin/cri-dockerd/core/network"
+)
+
+func removeSandbox(env *rtEnv, sbID string) error {
+	_, err := env.svc.RemovePodSandbox(context.Background(), &runtimeapi.RemovePodSandboxRequest{PodSandboxId: sbID})
+	return err
+}
+
+func TestRemovePodSandbox(t *testing.T) {
+	env := newRTEnv(t)
+	cfg := rtSandboxConfig("web")
+	cfg.PortMappings = rtPorts()
+	sbID := env.runSandbox(t, cfg)
+	running := env.createContainer(t, sbID, cfg, rtContainerConfig("app"))
+	env.startContainer(t, running)
+	created := env.createContainer(t, sbID, cfg, rtContainerConfig("init"))
+	otherCfg := rtSandboxConfig("other")
+	otherID := env.runSandbox(t, otherCfg)
+	otherC := env.createContainer(t, otherID, otherCfg, rtContainerConfig("app"))
+	env.startContainer(t, otherC)
+
+	// Removed without being stopped first: everything goes.
+	assert.NilError(t, removeSandbox(env, sbID))
+	ids := env.engine.ContainerIDs()
+	for _, gone := range []string{sbID, running, created} {
+		assert.Check(t, !slices.Contains(ids, gone), "container %s left", gone)
+	}
+	assert.Check(t, slices.Contains(ids, otherID))
+	assert.Check(t, slices.Contains(ids, otherC))
+	_, ok := env.checkpointFile(t, sbID)
+	assert.Check(t, !ok, "checkpoint left")
+	_, ok = env.checkpointFile(t, otherID)
+	assert.Check(t, ok)
+	assert.Check(t, !env.net.Attached(sbID))
+	assert.Check(t, env.net.Attached(otherID))
+	assert.Check(t, is.Contains(env.logs.Stopped(), running))
+	assert.Check(t, is.Contains(env.logs.Stopped(), created))
+	_, copying := env.logs.Started()[running]
+	assert.Check(t, !copying)
+	assert.Check(t, is.Contains(env.logs.Started(), otherC))
+
+	// Again: success.
+	assert.NilError(t, removeSandbox(env, sbID))
+	_, err := env.svc.PodSandboxStatus(context.Background(), &runtimeapi.PodSandboxStatusRequest{PodSandboxId: sbID})
+	assert.Check(t, cerrdefs.IsNotFound(err))
+}
+
+func TestRemovePodSandboxStopped(t *testing.T) {
+	env := newRTEnv(t)
+	cfg := rtSandboxConfig("web")
+	sbID := env.runSandbox(t, cfg)
+	cid := env.createContainer(t, sbID, cfg, rtContainerConfig("app"))
+	env.startContainer(t, cid)
+	assert.NilError(t, stopSandbox(env, sbID))
+	assert.NilError(t, removeSandbox(env, sbID))
+	assert.Check(t, is.Len(env.engine.ContainerIDs(), 0))
+	for _, td := range env.net.TearDowns()[1:] {
+		assert.Equal(t, td.NetNS, "", "a stopped sandbox has no namespace to name")
+	}
+}
+
+func TestRemovePodSandboxUnknown(t *testing.T) {
+	env := newRTEnv(t)
+	for _, sbID := range []string{"0123456789abcdef", "no/such/id", ".hidden"} {
+		assert.NilError(t, removeSandbox(env, sbID), sbID)
+	}
+	assert.Check(t, is.Len(env.net.TearDowns(), 0))
+}
+
+func TestRemovePodSandboxCheckpointOnly(t *testing.T) {
+	env := newRTEnv(t)
+	cfg := rtSandboxConfig("web")
+	cfg.PortMappings = rtPorts()
+	sbID := env.runSandbox(t, cfg)
+	assert.NilError(t, env.engine.RemoveContainer(context.Background(), sbID))
+
+	assert.NilError(t, removeSandbox(env, sbID))
+	_, ok := env.checkpointFile(t, sbID)
+	assert.Check(t, !ok, "checkpoint left")
+	assert.DeepEqual(t, env.net.TearDowns(), []network.PodNetwork{{
+		Namespace: "default", Name: "web", SandboxID: sbID, PortMappings: rtNetPorts(),
+	}})
+	list, err := env.svc.ListPodSandbox(context.Background(), &runtimeapi.ListPodSandboxRequest{})
+	assert.NilError(t, err)
+	assert.Check(t, is.Len(list.Items, 0))
+}
+
+func TestRemovePodSandboxNotASandbox(t *testing.T) {
+	env := newRTEnv(t)
+	cfg := rtSandboxConfig("web")
+	sbID := env.runSandbox(t, cfg)
+	cid := env.createContainer(t, sbID, cfg, rtContainerConfig("app"))
+	assert.NilError(t, removeSandbox(env, cid))
+	assert.Check(t, slices.Contains(env.engine.ContainerIDs(), cid), "a container id does not remove the container")
+	_, ok := env.checkpointFile(t, sbID)
+	assert.Check(t, ok)
+}
+
+func TestRemovePodSandboxEngineErrors(t *testing.T) {
+	env := newRTEnv(t)
+	cfg := rtSandboxConfig("web")
+	sbID := env.runSandbox(t, cfg)
+	env.createContainer(t, sbID, cfg, rtContainerConfig("app"))
+	for _, method := range []string{"InspectContainer", "ListContainers", "RemoveContainer"} {
+		env.engine.InjectError(method, cerrdefs.ErrUnavailable)
+		err := removeSandbox(env, sbID)
+		assert.Check(t, cerrdefs.IsUnavailable(err), "%s: got %v", method, err)
+		env.engine.InjectError(method, nil)
+		_, ok := env.checkpointFile(t, sbID)
+		assert.Check(t, ok, "%s: checkpoint removed although the sandbox was not", method)
+	}
+	assert.NilError(t, removeSandbox(env, sbID))
+	assert.Check(t, is.Len(env.engine.ContainerIDs(), 0))
+}

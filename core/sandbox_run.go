@@ -1,0 +1,192 @@
+package core
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	cerrdefs "github.com/containerd/errdefs"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/dockpin/cri-dockerd/core/docker"
+)
+
+// RunPodSandbox creates and starts a pod sandbox: a pause container holding the pod's
+// namespaces, its checkpoint, its resolv.conf and (with CNI) its network.
+func (s *Service) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandboxRequest) (*runtimeapi.RunPodSandboxResponse, error) {
+	cfg := req.GetConfig()
+	md := cfg.GetMetadata()
+	if md.GetName() == "" || md.GetNamespace() == "" || md.GetUid() == "" {
+		return nil, fmt.Errorf("pod sandbox metadata needs a name, a namespace and a uid (got %v): %w", md, cerrdefs.ErrInvalidArgument)
+	}
+	if h := req.GetRuntimeHandler(); h != "" {
+		return nil, fmt.Errorf("runtime handler %q is not supported (docker has one runtime): %w", h, cerrdefs.ErrInvalidArgument)
+	}
+	log := s.logger(ctx).WithField("pod", md.GetNamespace()+"/"+md.GetName())
+
+	if err := s.ensureImage(ctx, s.cfg.SandboxImage); err != nil {
+		return nil, fmt.Errorf("sandbox image %s: %w", s.cfg.SandboxImage, err)
+	}
+	spec, err := s.sandboxSpec(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	id, err := s.createContainer(ctx, spec)
+	if err != nil {
+		return nil, fmt.Errorf("create pod sandbox %s: %w", spec.Name, err)
+	}
+	// From here on a failure removes what was made, so that kubelet's retry starts clean.
+	undo := func(cause error) error {
+		cctx := context.WithoutCancel(ctx)
+		errs := []error{cause}
+		if !hostNetwork(cfg) && s.cfg.Network != nil {
+			errs = append(errs, s.tearDownNetwork(cctx, id, 0, cfg.GetMetadata(), cfg.GetPortMappings()))
+		}
+		errs = append(errs, ignoreNotFound(s.docker.RemoveContainer(cctx, id)), s.cfg.Checkpoints.Remove(id))
+		return joinErrs(errs...)
+	}
+	if err := s.cfg.Checkpoints.Write(id, sandboxCheckpoint(cfg)); err != nil {
+		return nil, undo(fmt.Errorf("checkpoint pod sandbox %s: %w", id, err))
+	}
+	if err := s.docker.StartContainer(ctx, id); err != nil {
+		return nil, undo(fmt.Errorf("start pod sandbox %s: %w", id, err))
+	}
+	info, err := s.docker.InspectContainer(ctx, id)
+	if err != nil {
+		return nil, undo(fmt.Errorf("inspect pod sandbox %s: %w", id, err))
+	}
+	if dns := cfg.GetDnsConfig(); len(dns.GetServers())+len(dns.GetSearches())+len(dns.GetOptions()) > 0 {
+		if err := writeResolvConf(info.ResolvConfPath, dns); err != nil {
+			return nil, undo(err)
+		}
+	}
+	if !hostNetwork(cfg) && s.cfg.Network != nil {
+		if _, err := s.setUpNetwork(ctx, id, info.Pid, cfg); err != nil {
+			return nil, undo(fmt.Errorf("set up network of pod sandbox %s: %w", id, err))
+		}
+	}
+	log.WithField("sandbox", id).Info("pod sandbox running")
+	return &runtimeapi.RunPodSandboxResponse{PodSandboxId: id}, nil
+}
+
+// sandboxSpec builds the pause container of a sandbox config.
+func (s *Service) sandboxSpec(ctx context.Context, cfg *runtimeapi.PodSandboxConfig) (docker.ContainerSpec, error) {
+	labels := makeLabels(cfg.GetLabels(), cfg.GetAnnotations())
+	labels[labelContainerType] = typeSandbox
+	labels[labelContainerName] = sandboxName
+	spec := docker.ContainerSpec{
+		Name:        makeSandboxName(cfg.GetMetadata()),
+		Image:       s.cfg.SandboxImage,
+		Labels:      labels,
+		OomScoreAdj: sandboxOomScoreAdj,
+		IpcMode:     modeShareable,
+	}
+	lx := cfg.GetLinux()
+	sc := lx.GetSecurityContext()
+	ns := sc.GetNamespaceOptions()
+	switch {
+	case ns.GetNetwork() == runtimeapi.NamespaceMode_NODE:
+		spec.NetworkMode = modeHost
+		spec.UTSMode = modeHost
+	case s.cfg.Network != nil:
+		spec.NetworkMode = modeNone
+		spec.Hostname = cfg.GetHostname()
+	default:
+		spec.NetworkMode = modeDefault
+		spec.Hostname = cfg.GetHostname()
+		spec.PortBindings = portBindings(cfg.GetPortMappings())
+	}
+	if ns.GetPid() == runtimeapi.NamespaceMode_NODE {
+		spec.PidMode = modeHost
+	}
+	if ns.GetIpc() == runtimeapi.NamespaceMode_NODE {
+		spec.IpcMode = modeHost
+	}
+	spec.Sysctls = lx.GetSysctls()
+	info, err := s.docker.Info(ctx)
+	if err != nil {
+		return spec, err
+	}
+	if spec.CgroupParent, err = cgroupParent(info.CgroupDriver, lx.GetCgroupParent()); err != nil {
+		return spec, err
+	}
+	if spec.User, err = engineUser(sc.GetRunAsUser(), "", sc.GetRunAsGroup()); err != nil {
+		return spec, err
+	}
+	spec.GroupAdd = groupAdd(sc.GetSupplementalGroups())
+	spec.Privileged = sc.GetPrivileged()
+	spec.ReadonlyRootfs = sc.GetReadonlyRootfs()
+	if spec.SecurityOpt, err = securityOpts(sc.GetSeccomp(), sc.GetApparmor(), sc.GetSelinuxOptions(), sc.GetPrivileged()); err != nil {
+		return spec, err
+	}
+	if r := lx.GetResources(); r != nil {
+		spec.Resources = resources(r)
+	}
+	if spec.Resources.CPUShares == 0 {
+		spec.Resources.CPUShares = sandboxCPUShares
+	}
+	return spec, nil
+}
+
+// createContainer creates spec, retrying once with upstream's random name suffix when
+// the engine still holds a container of that name.
+func (s *Service) createContainer(ctx context.Context, spec docker.ContainerSpec) (string, error) {
+	id, err := s.docker.CreateContainer(ctx, spec)
+	if cerrdefs.IsAlreadyExists(err) {
+		s.logger(ctx).WithField("name", spec.Name).Warn("container name in use, creating with a random suffix")
+		spec.Name = withRandomSuffix(spec.Name)
+		id, err = s.docker.CreateContainer(ctx, spec)
+	}
+	return id, err
+}
+
+// ensureImage pulls ref unless the engine has it.
+func (s *Service) ensureImage(ctx context.Context, ref string) error {
+	_, err := s.docker.InspectImage(ctx, ref)
+	if !cerrdefs.IsNotFound(err) {
+		return err
+	}
+	s.logger(ctx).WithField("image", ref).Info("pulling missing image")
+	return s.docker.PullImage(ctx, ref, docker.PullOptions{ProgressDeadline: s.cfg.ImagePullProgressDeadline})
+}
+
+// portBindings publishes port mappings on Docker's bridge network.
+func portBindings(pms []*runtimeapi.PortMapping) []docker.PortBinding {
+	var out []docker.PortBinding
+	for _, pm := range pms {
+		out = append(out, docker.PortBinding{
+			Protocol:      strings.ToLower(pm.GetProtocol().String()),
+			ContainerPort: int(pm.GetContainerPort()),
+			HostIP:        pm.GetHostIp(),
+			HostPort:      int(pm.GetHostPort()),
+		})
+	}
+	return out
+}
+
+// writeResolvConf replaces the sandbox's resolv.conf with the pod's DNS config; the
+// pod's containers share the file through the sandbox's network namespace.
+func writeResolvConf(path string, dns *runtimeapi.DNSConfig) error {
+	if path == "" {
+		return fmt.Errorf("pod sandbox has no resolv.conf to write the DNS config to: %w", cerrdefs.ErrFailedPrecondition)
+	}
+	var b strings.Builder // upstream's order: nameservers, search, options
+	for _, srv := range dns.GetServers() {
+		b.WriteString("nameserver " + srv + "\n")
+	}
+	if len(dns.GetSearches()) > 0 {
+		b.WriteString("search " + strings.Join(dns.GetSearches(), " ") + "\n")
+	}
+	if len(dns.GetOptions()) > 0 {
+		b.WriteString("options " + strings.Join(dns.GetOptions(), " ") + "\n")
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return fmt.Errorf("write resolv.conf of pod sandbox: %w", err)
+	}
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil { //nolint:gosec // resolv.conf is world-readable
+		return fmt.Errorf("write resolv.conf of pod sandbox: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,511 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"testing"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	"gotest.tools/v3/assert"
+	is "gotest.tools/v3/assert/cmp"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/dockpin/cri-dockerd/core/checkpoint"
+	"github.com/dockpin/cri-dockerd/core/docker"
+	"github.com/dockpin/cri-dockerd/core/network"
+)
+
+// rtSandboxSpec is the engine spec of rtSandboxConfig("web") with a CNI network.
+func rtSandboxSpec() docker.ContainerSpec {
+	return docker.ContainerSpec{
+		Name:  "k8s_POD_web_default_web-uid_1",
+		Image: rtSandboxImage,
+		Labels: map[string]string{
+			labelPodName: "web", labelPodNamespace: "default", labelPodUID: "web-uid",
+			"annotation.kubernetes.io/config.source": "api",
+			"io.kubernetes.docker.type":              "podsandbox",
+			"io.kubernetes.container.name":           "POD",
+		},
+		OomScoreAdj: -998,
+		Resources:   docker.Resources{CPUShares: 2},
+		IpcMode:     "shareable",
+		NetworkMode: "none",
+		Hostname:    "web",
+	}
+}
+
+func TestRunPodSandboxSpec(t *testing.T) {
+	profile := writeSeccompProfile(t, prettySeccomp)
+	for _, tc := range []struct {
+		name      string
+		opts      []rtOption
+		mutate    func(*runtimeapi.PodSandboxConfig)
+		wantSpec  func(*docker.ContainerSpec)
+		wantSetUp bool
+	}{
+		{name: "cni", wantSpec: func(*docker.ContainerSpec) {}, wantSetUp: true},
+		{
+			name: "docker bridge publishes ports",
+			opts: []rtOption{rtWithoutNetwork()},
+			mutate: func(c *runtimeapi.PodSandboxConfig) {
+				c.PortMappings = []*runtimeapi.PortMapping{
+					{Protocol: runtimeapi.Protocol_TCP, ContainerPort: 80, HostPort: 18080},
+					{Protocol: runtimeapi.Protocol_UDP, ContainerPort: 53, HostPort: 5353, HostIp: "127.0.0.1"},
+				}
+			},
+			wantSpec: func(s *docker.ContainerSpec) {
+				s.NetworkMode = "default"
+				s.PortBindings = []docker.PortBinding{
+					{Protocol: "tcp", ContainerPort: 80, HostPort: 18080},
+					{Protocol: "udp", ContainerPort: 53, HostPort: 5353, HostIP: "127.0.0.1"},
+				}
+			},
+		},
+		{
+			name: "cni does not publish ports",
+			mutate: func(c *runtimeapi.PodSandboxConfig) {
+				c.PortMappings = rtPorts()
+			},
+			wantSpec:  func(*docker.ContainerSpec) {},
+			wantSetUp: true,
+		},
+		{
+			name:   "host network",
+			mutate: func(c *runtimeapi.PodSandboxConfig) { rtHostNetwork(c) },
+			wantSpec: func(s *docker.ContainerSpec) {
+				s.NetworkMode = "host"
+				s.UTSMode = "host"
+				s.Hostname = ""
+			},
+		},
+		{
+			name:   "host network without cni",
+			opts:   []rtOption{rtWithoutNetwork()},
+			mutate: func(c *runtimeapi.PodSandboxConfig) { rtHostNetwork(c); c.PortMappings = rtPorts() },
+			wantSpec: func(s *docker.ContainerSpec) {
+				s.NetworkMode = "host"
+				s.UTSMode = "host"
+				s.Hostname = ""
+			},
+		},
+		{
+			name: "host pid and ipc",
+			mutate: func(c *runtimeapi.PodSandboxConfig) {
+				c.Linux.SecurityContext.NamespaceOptions.Pid = runtimeapi.NamespaceMode_NODE
+				c.Linux.SecurityContext.NamespaceOptions.Ipc = runtimeapi.NamespaceMode_NODE
+			},
+			wantSpec: func(s *docker.ContainerSpec) {
+				s.PidMode = "host"
+				s.IpcMode = "host"
+			},
+			wantSetUp: true,
+		},
+		{
+			name: "pod pid namespace",
+			mutate: func(c *runtimeapi.PodSandboxConfig) {
+				c.Linux.SecurityContext.NamespaceOptions.Pid = runtimeapi.NamespaceMode_POD
+			},
+			wantSpec:  func(*docker.ContainerSpec) {},
+			wantSetUp: true,
+		},
+		{
+			name: "sysctls",
+			mutate: func(c *runtimeapi.PodSandboxConfig) {
+				c.Linux.Sysctls = map[string]string{"net.ipv4.ip_unprivileged_port_start": "0", "kernel.shm_rmid_forced": "1"}
+			},
+			wantSpec: func(s *docker.ContainerSpec) {
+				s.Sysctls = map[string]string{"net.ipv4.ip_unprivileged_port_start": "0", "kernel.shm_rmid_forced": "1"}
+			},
+			wantSetUp: true,
+		},
+		{
+			name:      "systemd cgroup parent",
+			mutate:    func(c *runtimeapi.PodSandboxConfig) { c.Linux.CgroupParent = "/test.slice" },
+			wantSpec:  func(s *docker.ContainerSpec) { s.CgroupParent = "test.slice" },
+			wantSetUp: true,
+		},
+		{
+			name: "systemd nested cgroup parent",
+			mutate: func(c *runtimeapi.PodSandboxConfig) {
+				c.Linux.CgroupParent = "/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod1.slice"
+			},
+			wantSpec:  func(s *docker.ContainerSpec) { s.CgroupParent = "kubepods-besteffort-pod1.slice" },
+			wantSetUp: true,
+		},
+		{
+			name:      "cgroupfs cgroup parent",
+			opts:      []rtOption{rtWithCgroupDriver("cgroupfs")},
+			mutate:    func(c *runtimeapi.PodSandboxConfig) { c.Linux.CgroupParent = "/kubepods/besteffort/pod1" },
+			wantSpec:  func(s *docker.ContainerSpec) { s.CgroupParent = "/kubepods/besteffort/pod1" },
+			wantSetUp: true,
+		},
+		{
+			name: "security context",
+			mutate: func(c *runtimeapi.PodSandboxConfig) {
+				sc := c.Linux.SecurityContext
+				sc.RunAsUser = &runtimeapi.Int64Value{Value: 1000}
+				sc.RunAsGroup = &runtimeapi.Int64Value{Value: 2000}
+				sc.SupplementalGroups = []int64{3000, 4000}
+				sc.ReadonlyRootfs = true
+			},
+			wantSpec: func(s *docker.ContainerSpec) {
+				s.User = "1000:2000"
+				s.GroupAdd = []string{"3000", "4000"}
+				s.ReadonlyRootfs = true
+			},
+			wantSetUp: true,
+		},
+		{
+			name: "run as user only",
+			mutate: func(c *runtimeapi.PodSandboxConfig) {
+				c.Linux.SecurityContext.RunAsUser = &runtimeapi.Int64Value{Value: 65535}
+			},
+			wantSpec:  func(s *docker.ContainerSpec) { s.User = "65535" },
+			wantSetUp: true,
+		},
+		{
+			name: "privileged",
+			mutate: func(c *runtimeapi.PodSandboxConfig) {
+				c.Linux.SecurityContext.Privileged = true
+				c.Linux.SecurityContext.Seccomp = nil
+			},
+			wantSpec:  func(s *docker.ContainerSpec) { s.Privileged = true },
+			wantSetUp: true,
+		},
+		{
+			name:      "seccomp nil is unconfined",
+			mutate:    func(c *runtimeapi.PodSandboxConfig) { c.Linux.SecurityContext.Seccomp = nil },
+			wantSpec:  func(s *docker.ContainerSpec) { s.SecurityOpt = []string{"seccomp=unconfined"} },
+			wantSetUp: true,
+		},
+		{
+			name: "seccomp localhost",
+			mutate: func(c *runtimeapi.PodSandboxConfig) {
+				c.Linux.SecurityContext.Seccomp = &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_Localhost, LocalhostRef: profile}
+			},
+			wantSpec:  func(s *docker.ContainerSpec) { s.SecurityOpt = []string{"seccomp=" + compactSeccomp} },
+			wantSetUp: true,
+		},
+		{
+			name: "no linux config",
+			mutate: func(c *runtimeapi.PodSandboxConfig) {
+				c.Linux = nil
+			},
+			wantSpec:  func(s *docker.ContainerSpec) { s.SecurityOpt = []string{"seccomp=unconfined"} },
+			wantSetUp: true,
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := newRTEnv(t, tc.opts...)
+			cfg := rtSandboxConfig("web")
+			if tc.mutate != nil {
+				tc.mutate(cfg)
+			}
+			sbID := env.runSandbox(t, cfg)
+			want := rtSandboxSpec()
+			if env.net == nil {
+				want.NetworkMode = "default"
+			}
+			tc.wantSpec(&want)
+			assert.DeepEqual(t, env.spec(t, sbID), want, cmpopts.EquateEmpty())
+			assert.Equal(t, env.inspect(t, sbID).State, docker.StateRunning)
+			if env.net != nil {
+				assert.Equal(t, len(env.net.SetUps()) == 1, tc.wantSetUp, "set ups: %+v", env.net.SetUps())
+			}
+		})
+	}
+}
+
+func TestRunPodSandboxInvalid(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		opts   []rtOption
+		mutate func(*runtimeapi.RunPodSandboxRequest)
+	}{
+		{name: "no config", mutate: func(r *runtimeapi.RunPodSandboxRequest) { r.Config = nil }},
+		{name: "no metadata", mutate: func(r *runtimeapi.RunPodSandboxRequest) { r.Config.Metadata = nil }},
+		{name: "no name", mutate: func(r *runtimeapi.RunPodSandboxRequest) { r.Config.Metadata.Name = "" }},
+		{name: "no namespace", mutate: func(r *runtimeapi.RunPodSandboxRequest) { r.Config.Metadata.Namespace = "" }},
+		{name: "no uid", mutate: func(r *runtimeapi.RunPodSandboxRequest) { r.Config.Metadata.Uid = "" }},
+		{name: "runtime handler", mutate: func(r *runtimeapi.RunPodSandboxRequest) { r.RuntimeHandler = "kata" }},
+		{name: "not a systemd slice", mutate: func(r *runtimeapi.RunPodSandboxRequest) {
+			r.Config.Linux.CgroupParent = "/kubepods/besteffort/pod1"
+		}},
+		{name: "run as group alone", mutate: func(r *runtimeapi.RunPodSandboxRequest) {
+			r.Config.Linux.SecurityContext.RunAsGroup = &runtimeapi.Int64Value{Value: 2000}
+		}},
+		{name: "missing seccomp profile", mutate: func(r *runtimeapi.RunPodSandboxRequest) {
+			r.Config.Linux.SecurityContext.Seccomp = &runtimeapi.SecurityProfile{
+				ProfileType: runtimeapi.SecurityProfile_Localhost, LocalhostRef: filepath.Join(t.TempDir(), "missing.json"),
+			}
+		}},
+		{name: "bad bandwidth annotation", mutate: func(r *runtimeapi.RunPodSandboxRequest) {
+			r.Config.Annotations[network.IngressBandwidthAnnotation] = "1"
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := newRTEnv(t, tc.opts...)
+			req := &runtimeapi.RunPodSandboxRequest{Config: rtSandboxConfig("web")}
+			tc.mutate(req)
+			resp, err := env.svc.RunPodSandbox(context.Background(), req)
+			assert.Check(t, cerrdefs.IsInvalidArgument(err), "got %v", err)
+			assert.Check(t, resp == nil)
+			assert.Check(t, is.Len(env.engine.ContainerIDs(), 0))
+			ids, err := env.checkpoints.List()
+			assert.NilError(t, err)
+			assert.Check(t, is.Len(ids, 0))
+			if env.net != nil {
+				assert.Check(t, is.Len(env.net.SetUps(), 0))
+			}
+		})
+	}
+}
+
+func TestRunPodSandboxCheckpoint(t *testing.T) {
+	zero := int32(0)
+	eighty := int32(80)
+	tcp := checkpoint.ProtocolTCP
+	for _, tc := range []struct {
+		name   string
+		mutate func(*runtimeapi.PodSandboxConfig)
+		want   string
+	}{
+		{
+			name:   "port mapping",
+			mutate: func(c *runtimeapi.PodSandboxConfig) { c.PortMappings = rtPorts() },
+			want:   `{"version":"v1","name":"web","namespace":"default","data":{"port_mappings":[{"protocol":"tcp","container_port":80,"host_port":18080}]},"checksum":2344035810}`,
+		},
+		{
+			name:   "host network",
+			mutate: func(c *runtimeapi.PodSandboxConfig) { rtHostNetwork(c) },
+			want:   `{"version":"v1","name":"web","namespace":"default","data":{"host_network":true},"checksum":12315789}`,
+		},
+		{
+			name: "neither",
+			want: `{"version":"v1","name":"web","namespace":"default","data":{},"checksum":2305795928}`,
+		},
+		{
+			// Upstream (constructPodSandboxCheckpoint) keeps every port mapping kubelet
+			// sends, container-only ports (host port 0) included.
+			name: "container port without host port, as upstream",
+			mutate: func(c *runtimeapi.PodSandboxConfig) {
+				c.PortMappings = []*runtimeapi.PortMapping{{Protocol: runtimeapi.Protocol_TCP, ContainerPort: 80}}
+			},
+			want: fmt.Sprintf(`{"version":"v1","name":"web","namespace":"default","data":{"port_mappings":[{"protocol":"tcp","container_port":80,"host_port":0}]},"checksum":%d}`,
+				checkpoint.Checksum(&checkpoint.Data{PortMappings: []*checkpoint.PortMapping{{Protocol: &tcp, ContainerPort: &eighty, HostPort: &zero}}})),
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := newRTEnv(t)
+			cfg := rtSandboxConfig("web")
+			if tc.mutate != nil {
+				tc.mutate(cfg)
+			}
+			sbID := env.runSandbox(t, cfg)
+			got, ok := env.checkpointFile(t, sbID)
+			assert.Assert(t, ok, "no checkpoint")
+			assert.Equal(t, got, tc.want)
+			fi, err := os.Stat(filepath.Join(env.cpDir, sbID))
+			assert.NilError(t, err)
+			assert.Equal(t, fi.Mode().Perm(), os.FileMode(0o600))
+		})
+	}
+}
+
+func TestRunPodSandboxResolvConf(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		dns  *runtimeapi.DNSConfig
+		host bool
+		want string // "" = untouched
+	}{
+		{name: "nil"},
+		{name: "empty", dns: &runtimeapi.DNSConfig{}},
+		{
+			name: "full",
+			dns: &runtimeapi.DNSConfig{
+				Servers:  []string{"10.96.0.10", "fd00::a"},
+				Searches: []string{"default.svc.cluster.local", "svc.cluster.local"},
+				Options:  []string{"ndots:5", "timeout:1"},
+			},
+			want: "nameserver 10.96.0.10\nnameserver fd00::a\nsearch default.svc.cluster.local svc.cluster.local\noptions ndots:5 timeout:1\n",
+		},
+		{name: "servers only", dns: &runtimeapi.DNSConfig{Servers: []string{"1.1.1.1"}}, want: "nameserver 1.1.1.1\n"},
+		{name: "host network", host: true, dns: &runtimeapi.DNSConfig{Servers: []string{"1.1.1.1"}}, want: "nameserver 1.1.1.1\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := newRTEnv(t)
+			cfg := rtSandboxConfig("web")
+			cfg.DnsConfig = tc.dns
+			if tc.host {
+				rtHostNetwork(cfg)
+			}
+			sbID := env.runSandbox(t, cfg)
+			path := env.inspect(t, sbID).ResolvConfPath
+			assert.Check(t, is.Contains(path, env.dockerRoot))
+			b, err := os.ReadFile(path)
+			if tc.want == "" {
+				assert.Check(t, os.IsNotExist(err), "resolv.conf written: %q, %v", b, err)
+				return
+			}
+			assert.NilError(t, err)
+			assert.Equal(t, string(b), tc.want)
+		})
+	}
+}
+
+func TestRunPodSandboxNetworkSetUp(t *testing.T) {
+	env := newRTEnv(t)
+	cfg := rtSandboxConfig("web")
+	cfg.PortMappings = append(rtPorts(), &runtimeapi.PortMapping{Protocol: runtimeapi.Protocol_UDP, ContainerPort: 53, HostPort: 5353, HostIp: "127.0.0.1"})
+	cfg.Annotations[network.IngressBandwidthAnnotation] = "10M"
+	cfg.Annotations[network.EgressBandwidthAnnotation] = "1M"
+	cfg.DnsConfig = &runtimeapi.DNSConfig{Servers: []string{"10.96.0.10"}, Searches: []string{"svc"}, Options: []string{"ndots:5"}}
+	sbID := env.runSandbox(t, cfg)
+
+	pid := env.inspect(t, sbID).Pid
+	assert.Assert(t, pid > 0)
+	want := network.PodNetwork{
+		Namespace: "default", Name: "web", UID: "web-uid", SandboxID: sbID,
+		NetNS: fmt.Sprintf("/proc/%d/ns/net", pid),
+		PortMappings: []network.PortMapping{
+			{Protocol: "tcp", ContainerPort: 80, HostPort: 18080},
+			{Protocol: "udp", ContainerPort: 53, HostPort: 5353, HostIP: "127.0.0.1"},
+		},
+		Bandwidth: &network.Bandwidth{IngressRate: 10_000_000, EgressRate: 1_000_000},
+		DNS:       &network.DNS{Servers: []string{"10.96.0.10"}, Searches: []string{"svc"}, Options: []string{"ndots:5"}},
+	}
+	assert.DeepEqual(t, env.net.SetUps(), []network.PodNetwork{want})
+	assert.Check(t, env.net.Attached(sbID))
+	assert.Check(t, is.Len(env.net.TearDowns(), 0))
+}
+
+func TestRunPodSandboxHostNetworkSkipsCNI(t *testing.T) {
+	env := newRTEnv(t)
+	env.runSandbox(t, rtHostNetwork(rtSandboxConfig("web")))
+	assert.Check(t, is.Len(env.net.SetUps(), 0))
+}
+
+func TestRunPodSandboxPullsSandboxImage(t *testing.T) {
+	env := newRTEnv(t, rtWithoutSandboxImage())
+	env.engine.AddRemote(rtSandboxImage, testImage(9001))
+	sbID := env.runSandbox(t, rtSandboxConfig("web"))
+	assert.Equal(t, len(env.engine.Pulls()), 1)
+	img, err := env.engine.InspectImage(context.Background(), rtSandboxImage)
+	assert.NilError(t, err)
+	assert.Equal(t, env.inspect(t, sbID).ImageID, img.ID)
+
+	// Present now: no second pull.
+	env.runSandbox(t, rtSandboxConfig("other"))
+	assert.Equal(t, len(env.engine.Pulls()), 1)
+}
+
+func TestRunPodSandboxUnpullableSandboxImage(t *testing.T) {
+	env := newRTEnv(t, rtWithoutSandboxImage())
+	_, err := env.svc.RunPodSandbox(context.Background(), &runtimeapi.RunPodSandboxRequest{Config: rtSandboxConfig("web")})
+	assert.Check(t, err != nil)
+	assert.Check(t, is.ErrorContains(err, rtSandboxImage))
+	assert.Check(t, is.Len(env.engine.ContainerIDs(), 0))
+	assert.Check(t, is.Len(env.net.SetUps(), 0))
+
+	env.engine.AddRemote(rtSandboxImage, testImage(9001))
+	env.engine.InjectError("PullImage", fmt.Errorf("registry down: %w", cerrdefs.ErrUnavailable))
+	_, err = env.svc.RunPodSandbox(context.Background(), &runtimeapi.RunPodSandboxRequest{Config: rtSandboxConfig("web")})
+	assert.Check(t, cerrdefs.IsUnavailable(err), "got %v", err)
+	assert.Check(t, is.Len(env.engine.ContainerIDs(), 0))
+}
+
+func TestRunPodSandboxNameConflict(t *testing.T) {
+	env := newRTEnv(t)
+	cfg := rtSandboxConfig("web")
+	ctx := context.Background()
+	other, err := env.engine.CreateContainer(ctx, docker.ContainerSpec{Name: makeSandboxName(cfg.Metadata), Image: rtSandboxImage})
+	assert.NilError(t, err)
+
+	sbID := env.runSandbox(t, cfg)
+	assert.Check(t, sbID != other)
+	name := env.spec(t, sbID).Name
+	assert.Check(t, regexp.MustCompile(`^k8s_POD_web_default_web-uid_1_[0-9a-f]{8}$`).MatchString(name), name)
+
+	st, err := env.svc.PodSandboxStatus(ctx, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: sbID})
+	assert.NilError(t, err)
+	assert.Equal(t, st.Status.Metadata.Name, "web")
+	assert.Equal(t, st.Status.Metadata.Attempt, uint32(1))
+	assert.Equal(t, st.Status.State, runtimeapi.PodSandboxState_SANDBOX_READY)
+}
+
+// assertNothingLeft checks that a failed RunPodSandbox left no container, no
+// checkpoint and no network behind.
+func assertNothingLeft(t *testing.T, env *rtEnv) {
+	t.Helper()
+	assert.Check(t, is.Len(env.engine.ContainerIDs(), 0))
+	ids, err := env.checkpoints.List()
+	assert.NilError(t, err)
+	assert.Check(t, is.Len(ids, 0))
+}
+
+func TestRunPodSandboxSetUpFailureUndoes(t *testing.T) {
+	env := newRTEnv(t)
+	injected := fmt.Errorf("plugin exploded: %w", cerrdefs.ErrUnavailable)
+	env.net.SetUpError(injected)
+	cfg := rtSandboxConfig("web")
+	cfg.PortMappings = rtPorts()
+	resp, err := env.svc.RunPodSandbox(context.Background(), &runtimeapi.RunPodSandboxRequest{Config: cfg})
+	assert.Check(t, errors.Is(err, injected), "got %v", err)
+	assert.Check(t, cerrdefs.IsUnavailable(err))
+	assert.Check(t, resp == nil)
+	assertNothingLeft(t, env)
+
+	setUps := env.net.SetUps()
+	assert.Assert(t, is.Len(setUps, 1))
+	sbID := setUps[0].SandboxID
+	assert.DeepEqual(t, env.net.TearDowns(), []network.PodNetwork{{
+		Namespace: "default", Name: "web", UID: "web-uid", SandboxID: sbID, PortMappings: rtNetPorts(),
+	}})
+
+	// kubelet's retry starts clean and succeeds.
+	env.net.SetUpError(nil)
+	sbID = env.runSandbox(t, cfg)
+	assert.Check(t, env.net.Attached(sbID))
+	assert.Equal(t, env.spec(t, sbID).Name, "k8s_POD_web_default_web-uid_1")
+}
+
+func TestRunPodSandboxStartFailureUndoes(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		method string
+		host   bool
+	}{
+		{name: "start", method: "StartContainer"},
+		{name: "start host network", method: "StartContainer", host: true},
+		{name: "inspect", method: "InspectContainer"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := newRTEnv(t)
+			injected := fmt.Errorf("engine hiccup: %w", cerrdefs.ErrUnavailable)
+			env.engine.InjectError(tc.method, injected)
+			cfg := rtSandboxConfig("web")
+			if tc.host {
+				rtHostNetwork(cfg)
+			}
+			_, err := env.svc.RunPodSandbox(context.Background(), &runtimeapi.RunPodSandboxRequest{Config: cfg})
+			assert.Check(t, errors.Is(err, injected), "got %v", err)
+			env.engine.InjectError(tc.method, nil)
+			assertNothingLeft(t, env)
+			assert.Check(t, is.Len(env.net.SetUps(), 0))
+			for _, td := range env.net.TearDowns() {
+				assert.Check(t, td.NetNS == "", "torn down with a namespace: %+v", td)
+			}
+			if tc.host {
+				assert.Check(t, is.Len(env.net.TearDowns(), 0))
+			} else {
+				assert.Check(t, is.Len(env.net.TearDowns(), 1))
+			}
+		})
+	}
+}

@@ -1,0 +1,144 @@
+package core
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"gotest.tools/v3/assert"
+	is "gotest.tools/v3/assert/cmp"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/dockpin/cri-dockerd/core/docker"
+	"github.com/dockpin/cri-dockerd/core/network"
+)
+
+func stopSandbox(env *rtEnv, sbID string) error {
+	_, err := env.svc.StopPodSandbox(context.Background(), &runtimeapi.StopPodSandboxRequest{PodSandboxId: sbID})
+	return err
+}
+
+func TestStopPodSandbox(t *testing.T) {
+	env := newRTEnv(t)
+	cfg := rtSandboxConfig("web")
+	cfg.PortMappings = rtPorts()
+	sbID := env.runSandbox(t, cfg)
+	pid := env.inspect(t, sbID).Pid
+	running := env.createContainer(t, sbID, cfg, rtContainerConfig("app"))
+	env.startContainer(t, running)
+	created := env.createContainer(t, sbID, cfg, rtContainerConfig("init"))
+
+	// A container of another sandbox stays up.
+	otherCfg := rtSandboxConfig("other")
+	otherID := env.runSandbox(t, otherCfg)
+	otherC := env.createContainer(t, otherID, otherCfg, rtContainerConfig("app"))
+	env.startContainer(t, otherC)
+
+	assert.NilError(t, stopSandbox(env, sbID))
+	assert.Equal(t, env.inspect(t, running).State, docker.StateExited)
+	assert.Equal(t, env.inspect(t, created).State, docker.StateCreated)
+	assert.Equal(t, env.inspect(t, sbID).State, docker.StateExited)
+	assert.Equal(t, env.inspect(t, otherC).State, docker.StateRunning)
+	assert.Equal(t, env.inspect(t, otherID).State, docker.StateRunning)
+	assert.Check(t, !env.net.Attached(sbID))
+	assert.Check(t, env.net.Attached(otherID))
+	assert.DeepEqual(t, env.net.TearDowns(), []network.PodNetwork{{
+		Namespace: "default", Name: "web", UID: "web-uid", SandboxID: sbID,
+		NetNS: fmt.Sprintf("/proc/%d/ns/net", pid), PortMappings: rtNetPorts(),
+	}})
+	_, ok := env.checkpointFile(t, sbID)
+	assert.Check(t, ok, "stop keeps the checkpoint")
+
+	st, err := env.svc.PodSandboxStatus(context.Background(), &runtimeapi.PodSandboxStatusRequest{PodSandboxId: sbID})
+	assert.NilError(t, err)
+	assert.Equal(t, st.Status.State, runtimeapi.PodSandboxState_SANDBOX_NOTREADY)
+
+	// Again: success, and the network is torn down without a namespace.
+	assert.NilError(t, stopSandbox(env, sbID))
+	tds := env.net.TearDowns()
+	assert.Assert(t, is.Len(tds, 2))
+	assert.Equal(t, tds[1].NetNS, "")
+	assert.Equal(t, tds[1].SandboxID, sbID)
+}
+
+func TestStopPodSandboxUnknown(t *testing.T) {
+	env := newRTEnv(t)
+	for _, sbID := range []string{"0123456789abcdef", "no/such/id", ".hidden"} {
+		assert.NilError(t, stopSandbox(env, sbID), sbID)
+	}
+	assert.Check(t, is.Len(env.net.TearDowns(), 0))
+	assert.Check(t, cerrdefs.IsInvalidArgument(stopSandbox(env, "")))
+}
+
+func TestStopPodSandboxNotASandbox(t *testing.T) {
+	env := newRTEnv(t)
+	cfg := rtSandboxConfig("web")
+	sbID := env.runSandbox(t, cfg)
+	cid := env.createContainer(t, sbID, cfg, rtContainerConfig("app"))
+	env.startContainer(t, cid)
+	assert.NilError(t, stopSandbox(env, cid))
+	assert.Equal(t, env.inspect(t, cid).State, docker.StateRunning, "a container id does not stop the container")
+}
+
+func TestStopPodSandboxCheckpointOnly(t *testing.T) {
+	env := newRTEnv(t)
+	cfg := rtSandboxConfig("web")
+	cfg.PortMappings = rtPorts()
+	sbID := env.runSandbox(t, cfg)
+	// The engine loses the container behind our back.
+	assert.NilError(t, env.engine.RemoveContainer(context.Background(), sbID))
+
+	assert.NilError(t, stopSandbox(env, sbID))
+	assert.DeepEqual(t, env.net.TearDowns(), []network.PodNetwork{{
+		Namespace: "default", Name: "web", SandboxID: sbID, PortMappings: rtNetPorts(),
+	}})
+	assert.Check(t, !env.net.Attached(sbID))
+	_, ok := env.checkpointFile(t, sbID)
+	assert.Check(t, ok, "stop keeps the checkpoint for RemovePodSandbox")
+}
+
+func TestStopPodSandboxCheckpointOnlyHostNetwork(t *testing.T) {
+	env := newRTEnv(t)
+	env.writeCheckpoint(t, "4242424242", rtHostNetwork(rtSandboxConfig("web")))
+	assert.NilError(t, stopSandbox(env, "4242424242"))
+	assert.Check(t, is.Len(env.net.TearDowns(), 0))
+}
+
+func TestStopPodSandboxHostNetwork(t *testing.T) {
+	env := newRTEnv(t)
+	cfg := rtHostNetwork(rtSandboxConfig("web"))
+	sbID := env.runSandbox(t, cfg)
+	cid := env.createContainer(t, sbID, cfg, rtContainerConfig("app"))
+	env.startContainer(t, cid)
+	assert.NilError(t, stopSandbox(env, sbID))
+	assert.Check(t, is.Len(env.net.TearDowns(), 0))
+	assert.Equal(t, env.inspect(t, sbID).State, docker.StateExited)
+	assert.Equal(t, env.inspect(t, cid).State, docker.StateExited)
+}
+
+func TestStopPodSandboxWithoutNetwork(t *testing.T) {
+	env := newRTEnv(t, rtWithoutNetwork())
+	sbID := env.runSandbox(t, rtSandboxConfig("web"))
+	assert.NilError(t, stopSandbox(env, sbID))
+	assert.Equal(t, env.inspect(t, sbID).State, docker.StateExited)
+	assert.NilError(t, env.engine.RemoveContainer(context.Background(), sbID))
+	assert.NilError(t, stopSandbox(env, sbID))
+}
+
+func TestStopPodSandboxEngineErrors(t *testing.T) {
+	env := newRTEnv(t)
+	cfg := rtSandboxConfig("web")
+	sbID := env.runSandbox(t, cfg)
+	cid := env.createContainer(t, sbID, cfg, rtContainerConfig("app"))
+	env.startContainer(t, cid)
+
+	for _, method := range []string{"InspectContainer", "ListContainers", "StopContainer"} {
+		env.engine.InjectError(method, fmt.Errorf("boom: %w", cerrdefs.ErrUnavailable))
+		err := stopSandbox(env, sbID)
+		assert.Check(t, cerrdefs.IsUnavailable(err), "%s: got %v", method, err)
+		env.engine.InjectError(method, nil)
+	}
+	assert.NilError(t, stopSandbox(env, sbID))
+	assert.Equal(t, env.inspect(t, sbID).State, docker.StateExited)
+}

@@ -1,0 +1,103 @@
+package core
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/dockpin/cri-dockerd/core/docker"
+)
+
+// containerStats samples a container; a container that is not running gets its
+// attributes only.
+func (s *Service) containerStats(ctx context.Context, c docker.Container, md *runtimeapi.ContainerMetadata) (*runtimeapi.ContainerStats, docker.ContainerStats, error) {
+	labels, annotations := splitLabels(c.Labels)
+	out := &runtimeapi.ContainerStats{Attributes: &runtimeapi.ContainerAttributes{
+		Id: c.ID, Metadata: md, Labels: labels, Annotations: annotations,
+	}}
+	if c.State != docker.StateRunning {
+		return out, docker.ContainerStats{}, nil
+	}
+	st, err := s.docker.ContainerStats(ctx, c.ID)
+	if err != nil {
+		return nil, st, fmt.Errorf("stats of container %s: %w", c.ID, err)
+	}
+	out.Cpu = cpuUsage(st)
+	out.Memory = memoryUsage(st)
+	return out, st, nil
+}
+
+func cpuUsage(st docker.ContainerStats) *runtimeapi.CpuUsage {
+	return &runtimeapi.CpuUsage{Timestamp: st.Timestamp.UnixNano(), UsageCoreNanoSeconds: &runtimeapi.UInt64Value{Value: st.CPUUsageNanos}}
+}
+
+func memoryUsage(st docker.ContainerStats) *runtimeapi.MemoryUsage {
+	return &runtimeapi.MemoryUsage{
+		Timestamp:       st.Timestamp.UnixNano(),
+		WorkingSetBytes: &runtimeapi.UInt64Value{Value: st.MemoryWorkingSetBytes},
+		UsageBytes:      &runtimeapi.UInt64Value{Value: st.MemoryUsageBytes},
+		RssBytes:        &runtimeapi.UInt64Value{Value: st.MemoryRSSBytes},
+		PageFaults:      &runtimeapi.UInt64Value{Value: st.PageFaults},
+		MajorPageFaults: &runtimeapi.UInt64Value{Value: st.MajorPageFaults},
+	}
+}
+
+// sum adds b's counters to a.
+func sum(a *docker.ContainerStats, b docker.ContainerStats) {
+	a.CPUUsageNanos += b.CPUUsageNanos
+	a.MemoryUsageBytes += b.MemoryUsageBytes
+	a.MemoryWorkingSetBytes += b.MemoryWorkingSetBytes
+	a.MemoryRSSBytes += b.MemoryRSSBytes
+	a.PageFaults += b.PageFaults
+	a.MajorPageFaults += b.MajorPageFaults
+	a.Pids += b.Pids
+	if b.Timestamp.After(a.Timestamp) {
+		a.Timestamp = b.Timestamp
+	}
+}
+
+// podNetworkUsage reads the interface counters of a sandbox's network namespace
+// from /proc/<pid>/net/dev (the engine knows nothing of interfaces CNI made).
+func podNetworkUsage(pid int, now time.Time) (*runtimeapi.NetworkUsage, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/net/dev")
+	if err != nil {
+		return nil, fmt.Errorf("read pod network counters: %w", err)
+	}
+	usage := &runtimeapi.NetworkUsage{Timestamp: now.UnixNano()}
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		name, rest, ok := strings.Cut(sc.Text(), ":")
+		name = strings.TrimSpace(name)
+		if !ok || name == "lo" {
+			continue
+		}
+		f := strings.Fields(rest)
+		if len(f) < 11 {
+			continue
+		}
+		n := func(i int) uint64 { v, _ := strconv.ParseUint(f[i], 10, 64); return v }
+		iface := &runtimeapi.NetworkInterfaceUsage{
+			Name:     name,
+			RxBytes:  &runtimeapi.UInt64Value{Value: n(0)},
+			RxErrors: &runtimeapi.UInt64Value{Value: n(2)},
+			TxBytes:  &runtimeapi.UInt64Value{Value: n(8)},
+			TxErrors: &runtimeapi.UInt64Value{Value: n(10)},
+		}
+		if name == "eth0" || usage.DefaultInterface == nil {
+			if usage.DefaultInterface != nil {
+				usage.Interfaces = append(usage.Interfaces, usage.DefaultInterface)
+			}
+			usage.DefaultInterface = iface
+			continue
+		}
+		usage.Interfaces = append(usage.Interfaces, iface)
+	}
+	return usage, nil
+}
