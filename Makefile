@@ -34,8 +34,12 @@ e2e: build ## end-to-end suite: real engine (each store in E2E_STORES), our bina
 	E2E_STORES="$(E2E_STORES)" CRI_DOCKERD_BIN=$(CURDIR)/$(BIN) hack/e2e.sh
 
 .PHONY: critest
-critest: build ## offline critest v1.37.0 (image service specs) against our binary, each store in E2E_STORES
+critest: build ## offline critest v1.37.0 (whole suite minus e2e/critest-skip.txt) against our binary, each store in E2E_STORES
 	for s in $(E2E_STORES); do STORE=$$s CRITEST_STOP=1 CRI_DOCKERD_BIN=$(CURDIR)/$(BIN) hack/critest.sh all || exit 1; done
+
+.PHONY: critest-bench
+critest-bench: build ## critest -benchmark (pod, container, image latencies; medians), each store in E2E_STORES
+	for s in $(E2E_STORES); do STORE=$$s CRITEST_STOP=1 CRI_DOCKERD_BIN=$(CURDIR)/$(BIN) hack/critest.sh bench || exit 1; done
 
 .PHONY: lint
 lint: ## golangci-lint (installed into the tool cache on first use)

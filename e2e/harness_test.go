@@ -78,7 +78,7 @@ func runMain(m *testing.M) int {
 			return 1
 		}
 	}
-	for _, step := range [][]string{{"engine.sh", "start"}, {"registry.sh", "start"}} {
+	for _, step := range [][]string{{"cni.sh", "install"}, {"engine.sh", "start"}, {"registry.sh", "start"}} {
 		if _, err := hackOutput(step...); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1

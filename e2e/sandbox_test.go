@@ -1,0 +1,270 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"gotest.tools/v3/assert"
+	is "gotest.tools/v3/assert/cmp"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// pauseRef is the sandbox image the pod tests use: citool's pause, imported offline.
+const pauseRef = "dockpin.test/pause:e2e"
+
+// podSubnet is the CNI subnet hack/cni.sh configures.
+var podSubnet = &net.IPNet{IP: net.IPv4(10, 88, 0, 0), Mask: net.CIDRMask(16, 32)}
+
+var pauseOnce sync.Once
+
+// pauseImage imports a pause image into the engine once per run (kept until the
+// engine stops, like the sandbox image of a node).
+func pauseImage(t *testing.T) {
+	t.Helper()
+	pauseOnce.Do(func() {
+		dir := t.TempDir()
+		bin := filepath.Join(dir, "pause")
+		cmd := exec.Command("go", "build", "-trimpath", "-o", bin, "./hack/critest/citool")
+		cmd.Dir, cmd.Env = env.root, append(os.Environ(), "CGO_ENABLED=0")
+		out, err := cmd.CombinedOutput()
+		assert.NilError(t, err, string(out))
+		tarball := filepath.Join(dir, "rootfs.tar")
+		out, err = exec.Command("tar", "-C", dir, "-cf", tarball, "pause").CombinedOutput()
+		assert.NilError(t, err, string(out))
+		docker(t, "import", "-c", `ENTRYPOINT ["/pause"]`, tarball, pauseRef)
+	})
+}
+
+// podNet is one private CNI setup: config dir, cache dir and IPAM state.
+type podNet struct {
+	confDir, cacheDir, ipamDir string
+}
+
+func newPodNet(t *testing.T) podNet {
+	t.Helper()
+	dir := t.TempDir()
+	n := podNet{confDir: filepath.Join(dir, "net.d"), cacheDir: filepath.Join(dir, "cache"), ipamDir: filepath.Join(dir, "net.d", "ipam")}
+	_, err := hackOutput("cni.sh", "config", n.confDir)
+	assert.NilError(t, err)
+	return n
+}
+
+func (n podNet) flags(root string) []string {
+	return []string{
+		"--network-plugin", "cni", "--cni-bin-dir", "/usr/lib/cni", "--cni-conf-dir", n.confDir,
+		"--cni-cache-dir", n.cacheDir, "--cri-dockerd-root-directory", root, "--pod-infra-container-image", pauseRef,
+	}
+}
+
+// leasedIPs are the pod IPs host-local holds in n.
+func (n podNet) leasedIPs(t *testing.T) []string {
+	t.Helper()
+	var ips []string
+	entries, err := os.ReadDir(filepath.Join(n.ipamDir, "dockpin"))
+	if os.IsNotExist(err) {
+		return nil
+	}
+	assert.NilError(t, err)
+	for _, e := range entries {
+		if net.ParseIP(e.Name()) != nil {
+			ips = append(ips, e.Name())
+		}
+	}
+	return ips
+}
+
+func podConfig(name string) *runtimeapi.PodSandboxConfig {
+	return &runtimeapi.PodSandboxConfig{
+		Metadata:    &runtimeapi.PodSandboxMetadata{Name: name, Namespace: "e2e", Uid: "uid-" + name, Attempt: 1},
+		Hostname:    name,
+		Labels:      map[string]string{"app": name},
+		Annotations: map[string]string{"note": "hello"},
+		DnsConfig:   &runtimeapi.DNSConfig{Servers: []string{"10.88.0.53"}, Searches: []string{"e2e.svc.cluster.local"}, Options: []string{"ndots:5"}},
+		Linux:       &runtimeapi.LinuxPodSandboxConfig{},
+	}
+}
+
+func runPod(t *testing.T, s *shim, cfg *runtimeapi.PodSandboxConfig) string {
+	t.Helper()
+	resp, err := s.rt.RunPodSandbox(context.Background(), &runtimeapi.RunPodSandboxRequest{Config: cfg})
+	assert.NilError(t, err)
+	return resp.GetPodSandboxId()
+}
+
+func podStatus(t *testing.T, s *shim, id string) *runtimeapi.PodSandboxStatus {
+	t.Helper()
+	resp, err := s.rt.PodSandboxStatus(context.Background(), &runtimeapi.PodSandboxStatusRequest{PodSandboxId: id})
+	assert.NilError(t, err)
+	return resp.GetStatus()
+}
+
+func stopAndRemovePod(t *testing.T, s *shim, id string) {
+	t.Helper()
+	ctx := context.Background()
+	_, err := s.rt.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: id})
+	assert.NilError(t, err)
+	_, err = s.rt.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: id})
+	assert.NilError(t, err)
+}
+
+// TestPodSandboxLifecycle runs a CNI sandbox and checks what kubelet and an operator
+// see: the engine container as upstream names and labels it, the checkpoint bytes,
+// the pod's resolv.conf and IP, and the CRI's idempotence rules.
+func TestPodSandboxLifecycle(t *testing.T) {
+	pauseImage(t)
+	pn := newPodNet(t)
+	root := filepath.Join(t.TempDir(), "root")
+	s := startShim(t, pn.flags(root)...)
+	ctx := context.Background()
+
+	cfg := podConfig("lifecycle")
+	cfg.PortMappings = []*runtimeapi.PortMapping{{Protocol: runtimeapi.Protocol_TCP, ContainerPort: 80, HostPort: 18080}}
+	id := runPod(t, s, cfg)
+
+	st := podStatus(t, s, id)
+	assert.Equal(t, st.GetState(), runtimeapi.PodSandboxState_SANDBOX_READY)
+	assert.Equal(t, st.GetMetadata().GetName(), "lifecycle")
+	assert.Equal(t, st.GetMetadata().GetUid(), "uid-lifecycle")
+	assert.Equal(t, st.GetMetadata().GetAttempt(), uint32(1))
+	assert.Equal(t, st.GetLabels()["app"], "lifecycle")
+	assert.Equal(t, st.GetAnnotations()["note"], "hello")
+	_, internal := st.GetLabels()["io.kubernetes.docker.type"]
+	assert.Assert(t, !internal, "internal labels must not reach the CRI: %v", st.GetLabels())
+	ip := net.ParseIP(st.GetNetwork().GetIp())
+	assert.Assert(t, ip != nil && podSubnet.Contains(ip), "pod IP %q not in %s", st.GetNetwork().GetIp(), podSubnet)
+	assert.DeepEqual(t, pn.leasedIPs(t), []string{ip.String()})
+
+	// The engine's view: upstream's name, labels and OOM score; CNI owns the network.
+	name := docker(t, "inspect", "--format", "{{.Name}}", id)
+	assert.Equal(t, name, "/k8s_POD_lifecycle_e2e_uid-lifecycle_1")
+	labels := docker(t, "inspect", "--format", `{{index .Config.Labels "io.kubernetes.docker.type"}} {{index .Config.Labels "io.kubernetes.container.name"}} {{index .Config.Labels "annotation.note"}} {{.HostConfig.NetworkMode}} {{.HostConfig.OomScoreAdj}} {{.Config.Hostname}}`, id)
+	assert.Equal(t, labels, "podsandbox POD hello none -998 lifecycle")
+	resolv, err := os.ReadFile(docker(t, "inspect", "--format", "{{.ResolvConfPath}}", id))
+	assert.NilError(t, err)
+	assert.Equal(t, string(resolv), "nameserver 10.88.0.53\nsearch e2e.svc.cluster.local\noptions ndots:5\n")
+
+	// The checkpoint, byte for byte as upstream writes it (checksum: upstream-facts.md's vector
+	// for this port mapping).
+	cp, err := os.ReadFile(filepath.Join(root, "sandbox", id))
+	assert.NilError(t, err)
+	assert.Equal(t, string(cp), `{"version":"v1","name":"lifecycle","namespace":"e2e","data":{"port_mappings":[{"protocol":"tcp","container_port":80,"host_port":18080}]},"checksum":2344035810}`)
+	fi, err := os.Stat(filepath.Join(root, "sandbox", id))
+	assert.NilError(t, err)
+	assert.Equal(t, fi.Mode().Perm(), os.FileMode(0o600))
+
+	// Stop twice: both succeed; the network is torn down and the IP released.
+	for range 2 {
+		_, err = s.rt.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: id})
+		assert.NilError(t, err)
+	}
+	assert.Equal(t, podStatus(t, s, id).GetState(), runtimeapi.PodSandboxState_SANDBOX_NOTREADY)
+	assert.Check(t, is.Len(pn.leasedIPs(t), 0))
+
+	// Remove twice: both succeed; then the sandbox is gone: status is NotFound.
+	for range 2 {
+		_, err = s.rt.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: id})
+		assert.NilError(t, err)
+	}
+	_, err = s.rt.PodSandboxStatus(ctx, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: id})
+	assert.Equal(t, status.Code(err), codes.NotFound, "status of a removed sandbox: %v", err)
+	_, err = os.Stat(filepath.Join(root, "sandbox", id))
+	assert.Assert(t, os.IsNotExist(err), "checkpoint left behind: %v", err)
+	list, err := s.rt.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{})
+	assert.NilError(t, err)
+	for _, p := range list.GetItems() {
+		assert.Assert(t, p.GetId() != id, "removed sandbox still listed")
+	}
+}
+
+// TestPodSandboxSurvivesRestart restarts our binary under running sandboxes: they
+// keep their ids, IPs and state, and can be stopped and removed by the new process.
+func TestPodSandboxSurvivesRestart(t *testing.T) {
+	pauseImage(t)
+	pn := newPodNet(t)
+	root := filepath.Join(t.TempDir(), "root")
+	s := startShim(t, pn.flags(root)...)
+
+	want := map[string]string{} // id -> IP
+	for _, name := range []string{"restart-a", "restart-b"} {
+		id := runPod(t, s, podConfig(name))
+		want[id] = podStatus(t, s, id).GetNetwork().GetIp()
+	}
+	stopped := runPod(t, s, podConfig("restart-stopped"))
+	_, err := s.rt.StopPodSandbox(context.Background(), &runtimeapi.StopPodSandboxRequest{PodSandboxId: stopped})
+	assert.NilError(t, err)
+
+	s.signal(t, syscall.SIGTERM)
+	assert.NilError(t, s.cmd.Wait())
+	s2 := startShim(t, pn.flags(root)...)
+
+	list, err := s2.rt.ListPodSandbox(context.Background(), &runtimeapi.ListPodSandboxRequest{})
+	assert.NilError(t, err)
+	got := map[string]runtimeapi.PodSandboxState{}
+	for _, p := range list.GetItems() {
+		got[p.GetId()] = p.GetState()
+	}
+	for id, ip := range want {
+		assert.Equal(t, got[id], runtimeapi.PodSandboxState_SANDBOX_READY, "sandbox %s after restart", id)
+		assert.Equal(t, podStatus(t, s2, id).GetNetwork().GetIp(), ip, "IP of %s after restart", id)
+	}
+	assert.Equal(t, got[stopped], runtimeapi.PodSandboxState_SANDBOX_NOTREADY)
+	for id := range want {
+		stopAndRemovePod(t, s2, id)
+	}
+	stopAndRemovePod(t, s2, stopped)
+	assert.Check(t, is.Len(pn.leasedIPs(t), 0))
+}
+
+// TestUpstreamCheckpoint hands our binary checkpoint files as upstream cri-dockerd
+// writes them (hand-made from the documented format): a sandbox known only by its
+// checkpoint is listed NOTREADY so kubelet removes it; a corrupt one is deleted.
+func TestUpstreamCheckpoint(t *testing.T) {
+	pauseImage(t)
+	pn := newPodNet(t)
+	root := filepath.Join(t.TempDir(), "root")
+	assert.NilError(t, os.MkdirAll(filepath.Join(root, "sandbox"), 0o700))
+	orphan := strings.Repeat("ab", 32)
+	corrupt := strings.Repeat("cd", 32)
+	write := func(id, content string) {
+		assert.NilError(t, os.WriteFile(filepath.Join(root, "sandbox", id), []byte(content), 0o600))
+	}
+	write(orphan, `{"version":"v1","name":"upstream-pod","namespace":"default","data":{"port_mappings":[{"protocol":"tcp","container_port":80,"host_port":18080}]},"checksum":2344035810}`)
+	write(corrupt, `{"version":"v1","name":"bad","namespace":"default","data":{"host_network":true},"checksum":1}`)
+	s := startShim(t, pn.flags(root)...)
+	ctx := context.Background()
+
+	list, err := s.rt.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{})
+	assert.NilError(t, err)
+	var found *runtimeapi.PodSandbox
+	for _, p := range list.GetItems() {
+		assert.Assert(t, p.GetId() != corrupt, "corrupt checkpoint listed")
+		if p.GetId() == orphan {
+			found = p
+		}
+	}
+	assert.Assert(t, found != nil, "checkpoint-only sandbox not listed: %v", list.GetItems())
+	assert.Equal(t, found.GetState(), runtimeapi.PodSandboxState_SANDBOX_NOTREADY)
+	assert.Equal(t, found.GetMetadata().GetName(), "upstream-pod")
+	assert.Equal(t, found.GetMetadata().GetNamespace(), "default")
+	_, err = os.Stat(filepath.Join(root, "sandbox", corrupt))
+	assert.Assert(t, os.IsNotExist(err), "corrupt checkpoint not deleted: %v", err)
+
+	// What kubelet does next: stop and remove it. Both succeed and the file goes.
+	stopAndRemovePod(t, s, orphan)
+	_, err = os.Stat(filepath.Join(root, "sandbox", orphan))
+	assert.Assert(t, os.IsNotExist(err), "checkpoint not removed: %v", err)
+	_, err = s.rt.PodSandboxStatus(ctx, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: orphan})
+	assert.Equal(t, status.Code(err), codes.NotFound, fmt.Sprint(err))
+}
