@@ -37,6 +37,10 @@ type stack struct {
 	registry   string // host:port of the local registry
 }
 
+// dockerBridge is the engine's default network for `--network-plugin ""`: a machine-local
+// bridge hack/engine.sh makes (no NAT, no route out).
+const dockerBridge = "dkpind0:10.89.0.1/24"
+
 // The suite's one engine stack, started by TestMain (test-only process state).
 var env stack
 
@@ -88,7 +92,26 @@ func runMain(m *testing.M) int {
 		defer func() { _, _ = hackOutput("engine.sh", "stop") }()
 	}
 	fmt.Printf("e2e: store=%s engine=%s binary=%s\n", env.store, env.dockerHost, env.binary)
-	return m.Run()
+	code := m.Run()
+	if leaks := podLeaks(); code == 0 && leaks != "" {
+		fmt.Fprintln(os.Stderr, "e2e: the suite left pod resources behind:", leaks)
+		code = 1
+	}
+	return code
+}
+
+// podLeaks describes the sandboxes and pod veths the suite left behind ("" when none).
+func podLeaks() string {
+	var leaks []string
+	if out, err := dockerErr(nil, "ps", "-aq", "--filter", "label=io.kubernetes.docker.type=podsandbox"); err != nil {
+		leaks = append(leaks, err.Error())
+	} else if out != "" {
+		leaks = append(leaks, "sandbox containers "+strings.Join(strings.Fields(out), " "))
+	}
+	if out, err := exec.Command("ip", "-o", "link", "show", "master", "dkpin0").Output(); err == nil && len(bytes.TrimSpace(out)) > 0 {
+		leaks = append(leaks, "veths on dkpin0: "+string(bytes.TrimSpace(out)))
+	}
+	return strings.Join(leaks, "; ")
 }
 
 func envOr(key, def string) string {
@@ -101,7 +124,8 @@ func envOr(key, def string) string {
 // hackOutput runs a hack/ script with this run's store settings and returns its last stdout line.
 func hackOutput(args ...string) (string, error) {
 	cmd := exec.Command("bash", append([]string{filepath.Join(env.root, "hack", args[0])}, args[1:]...)...)
-	cmd.Env = append(os.Environ(), "STORE="+env.store, "STACK_DIR="+env.stackDir, "REGISTRY_ADDR="+env.registry)
+	cmd.Env = append(os.Environ(), "STORE="+env.store, "STACK_DIR="+env.stackDir, "REGISTRY_ADDR="+env.registry,
+		"DOCKERD_BRIDGE="+dockerBridge)
 	var out bytes.Buffer
 	cmd.Stdout = &out
 	cmd.Stderr = os.Stderr

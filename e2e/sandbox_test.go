@@ -30,18 +30,20 @@ var podSubnet = &net.IPNet{IP: net.IPv4(10, 88, 0, 0), Mask: net.CIDRMask(16, 32
 var pauseOnce sync.Once
 
 // pauseImage imports a pause image into the engine once per run (kept until the
-// engine stops, like the sandbox image of a node).
+// engine stops, like the sandbox image of a node). It also holds /citool, whose
+// "httpd" personality the container tests run.
 func pauseImage(t *testing.T) {
 	t.Helper()
 	pauseOnce.Do(func() {
 		dir := t.TempDir()
-		bin := filepath.Join(dir, "pause")
+		bin := filepath.Join(dir, "citool")
 		cmd := exec.Command("go", "build", "-trimpath", "-o", bin, "./hack/critest/citool")
 		cmd.Dir, cmd.Env = env.root, append(os.Environ(), "CGO_ENABLED=0")
 		out, err := cmd.CombinedOutput()
 		assert.NilError(t, err, string(out))
+		assert.NilError(t, os.Link(bin, filepath.Join(dir, "pause")))
 		tarball := filepath.Join(dir, "rootfs.tar")
-		out, err = exec.Command("tar", "-C", dir, "-cf", tarball, "pause").CombinedOutput()
+		out, err = exec.Command("tar", "-C", dir, "-cf", tarball, "pause", "citool").CombinedOutput()
 		assert.NilError(t, err, string(out))
 		docker(t, "import", "-c", `ENTRYPOINT ["/pause"]`, tarball, pauseRef)
 	})

@@ -2,7 +2,9 @@
 # hack/engine.sh — run one private Docker Engine stack (containerd + dockerd) under STACK_DIR.
 # Usage: hack/engine.sh start|stop|start-dockerd|stop-dockerd|status|env
 # Env: STORE=containerd|classic (image store, default containerd), STACK_DIR (default
-#      /tmp/dockpin-stack-$STORE), ENGINE_BIN, DOCKERD_EXTRA_ARGS, DOCKERD_PROXY (http://host:port).
+#      /tmp/dockpin-stack-$STORE), ENGINE_BIN, DOCKERD_EXTRA_ARGS, DOCKERD_PROXY (http://host:port),
+#      DOCKERD_BRIDGE=NAME:CIDR (e.g. dkpind0:10.89.0.1/24: a machine-local bridge this script makes
+#      for Docker's default network, with no NAT and no route out; default: no default network).
 set -euo pipefail
 # shellcheck source=hack/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -90,7 +92,7 @@ start_dockerd() {
         --config-file "$STACK_DIR/daemon.json" --containerd "$CTRD_SOCK" \
         --data-root "$STACK_DIR/data" --exec-root "$STACK_DIR/exec" \
         -H "unix://$DOCKER_SOCK" --pidfile "$DOCKERD_PID" \
-        --bridge=none --iptables=false --ip6tables=false --ip-masq=false \
+        "--bridge=$(default_bridge)" --iptables=false --ip6tables=false --ip-masq=false \
         --insecure-registry 127.0.0.1:5000 "${extra[@]}"
     fi
     wait_for 60 dockerd_up || { tail -n 30 "$LOGS/dockerd.log" >&2; die "dockerd did not come up"; }
@@ -113,6 +115,18 @@ verify_store() {
 
 stop_dockerd() { stop_pidfile "$DOCKERD_PID" dockerd 60; }
 
+# default_bridge — the --bridge value: "none", or the DOCKERD_BRIDGE bridge, made (and given its
+# address) when missing. Docker uses its address as the gateway and its subnet for containers.
+default_bridge() {
+  [[ -n ${DOCKERD_BRIDGE:-} ]] || { echo none; return; }
+  local name=${DOCKERD_BRIDGE%%:*} cidr=${DOCKERD_BRIDGE#*:}
+  if ! ip link show "$name" >/dev/null 2>&1; then
+    ip link add "$name" type bridge && ip addr add "$cidr" dev "$name" && ip link set "$name" up
+    echo "$name" >"$STACK_DIR/bridge" # stop_all deletes what we made
+  fi
+  echo "$name"
+}
+
 # shim_pids — containerd shims serving THIS stack's containerd (matched on its socket path).
 shim_pids() {
   ps -eo pid=,comm=,args= | awk -v sock="$CTRD_SOCK" '$2 ~ /^containerd-shim/ {
@@ -122,6 +136,10 @@ shim_pids() {
 stop_all() {
   stop_dockerd
   stop_pidfile "$CTRD_PID" containerd 30
+  if [[ -f $STACK_DIR/bridge ]]; then
+    ip link delete "$(cat "$STACK_DIR/bridge")" type bridge 2>/dev/null || true
+    rm -f "$STACK_DIR/bridge"
+  fi
   local pid
   for pid in $(shim_pids); do
     log "killing leftover shim $pid and its containers"

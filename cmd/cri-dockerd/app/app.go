@@ -120,7 +120,7 @@ func run(opts *Options, log *logrus.Logger) error {
 		RecursiveReadOnlyMounts:   v.APIAtLeast("1.44"),
 		Checkpoints:               checkpoints,
 	}
-	if opts.NetworkPlugin == network.PluginCNI {
+	if opts.NetworkPlugin != "" { // "kubenet" is refused here, with the reason
 		nw, err := network.New(opts.networkConfig(), log.WithField("component", "cni"))
 		if err != nil {
 			return err

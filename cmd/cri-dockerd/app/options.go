@@ -164,9 +164,11 @@ func (o *Options) Validate() error {
 		errs = append(errs, errors.New("--docker-endpoint must not be empty"))
 	}
 	switch o.NetworkPlugin {
-	case "", "cni", "kubenet":
+	case "", "cni":
+	case "kubenet":
+		errs = append(errs, errors.New(`--network-plugin kubenet (deprecated upstream) is not supported: use cni with a bridge configuration, or "" for Docker's bridge`))
 	default:
-		errs = append(errs, fmt.Errorf("--network-plugin %q: must be cni, kubenet or empty", o.NetworkPlugin))
+		errs = append(errs, fmt.Errorf("--network-plugin %q: must be cni or empty", o.NetworkPlugin))
 	}
 	switch o.HairpinMode {
 	case "none", "promiscuous-bridge", "hairpin-veth":

@@ -88,6 +88,12 @@ func TestValidateNamesEveryProblem(t *testing.T) {
 	}
 }
 
+func TestValidateRefusesKubenet(t *testing.T) {
+	opts := DefaultOptions()
+	opts.NetworkPlugin = "kubenet"
+	assert.Check(t, is.ErrorContains(opts.Validate(), "--network-plugin kubenet (deprecated upstream) is not supported"))
+}
+
 func TestParseEndpoint(t *testing.T) {
 	tests := []struct {
 		in      string
