@@ -31,6 +31,23 @@ func TestPullImageReturnsListID(t *testing.T) {
 	assert.Equal(t, pulls[0].Auth.Username, "u")
 }
 
+// An image removed between the pull and the inspect that names it (kubelet's GC, a
+// parallel RemoveImage: critest's parallel image benchmark does this) is pulled again,
+// a bounded number of times.
+func TestPullImageRetriesAnImageRemovedRightAfterItsPull(t *testing.T) {
+	svc, fake := newTestService(t, nil)
+	fake.AddRemote("127.0.0.1:5000/app:1", testImage(7))
+	fake.InjectError("InspectImage", fmt.Errorf("no such image: %w", cerrdefs.ErrNotFound))
+	_, err := svc.PullImage(context.Background(), &runtimeapi.PullImageRequest{Image: &runtimeapi.ImageSpec{Image: "127.0.0.1:5000/app:1"}})
+	assert.Assert(t, cerrdefs.IsNotFound(err), "%v", err)
+	assert.Equal(t, len(fake.Pulls()), pullAttempts)
+
+	fake.InjectError("InspectImage", nil)
+	_, err = svc.PullImage(context.Background(), &runtimeapi.PullImageRequest{Image: &runtimeapi.ImageSpec{Image: "127.0.0.1:5000/app:1"}})
+	assert.NilError(t, err)
+	assert.Equal(t, len(fake.Pulls()), pullAttempts+1)
+}
+
 func TestPullImageErrors(t *testing.T) {
 	svc, fake := newTestService(t, nil)
 	ctx := context.Background()
