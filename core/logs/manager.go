@@ -279,11 +279,11 @@ func (c *copier) run(ctx context.Context, src Source, cfg Config) {
 			c.log.Debug("stopped copying the container log")
 			return
 		}
-		if err == nil || errdefs.IsNotFound(err) {
+		if err == nil || endOfLog(err) {
 			flushPair(stdout, stderr, true)
 			c.finished = true
 			if err != nil {
-				c.log.WithError(err).Debug("container is gone; stopped copying its log")
+				c.log.WithError(err).Warn("the engine cannot give this container's log (gone, or a log driver it cannot read); stopped copying it")
 			} else {
 				c.log.Debug("copied the container log to its end")
 			}
@@ -410,4 +410,12 @@ func (c *copier) closeFile() {
 		}
 		c.f = nil
 	}
+}
+
+// endOfLog tells whether err means the engine will never give (more of) the log: the
+// container is gone, or its log driver cannot be read back (NotImplemented or
+// FailedPrecondition, e.g. a remote driver without dual logging). Retrying those
+// would only spin.
+func endOfLog(err error) bool {
+	return errdefs.IsNotFound(err) || errdefs.IsNotImplemented(err) || errdefs.IsFailedPrecondition(err)
 }

@@ -10,6 +10,7 @@ import (
 	"runtime/pprof"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -599,4 +600,29 @@ func TestConfig(t *testing.T) {
 	}
 	d := Config{}.withDefaults()
 	assert.Equal(t, d, DefaultConfig())
+}
+
+// sourceFunc is a Source from a function.
+type sourceFunc func(ctx context.Context, id string, opts docker.LogsOptions) error
+
+func (f sourceFunc) ContainerLogs(ctx context.Context, id string, opts docker.LogsOptions) error {
+	return f(ctx, id, opts)
+}
+
+// A log the engine cannot read back (a log driver without reading support) ends the
+// copy at once instead of retrying for the container's whole life.
+func TestManagerUnreadableLogEnds(t *testing.T) {
+	for _, kind := range []error{errdefs.ErrNotImplemented, errdefs.ErrFailedPrecondition} {
+		t.Run(kind.Error(), func(t *testing.T) {
+			var calls atomic.Int32
+			src := sourceFunc(func(context.Context, string, docker.LogsOptions) error {
+				calls.Add(1)
+				return fmt.Errorf("configured logging driver does not support reading: %w", kind)
+			})
+			m := newTestManager(t, src, Config{RetryInitial: time.Millisecond, RetryMax: time.Millisecond})
+			assert.NilError(t, m.Start(context.Background(), "c1", filepath.Join(t.TempDir(), "0.log")))
+			assert.NilError(t, m.Wait(context.Background(), "c1"))
+			assert.Equal(t, calls.Load(), int32(1))
+		})
+	}
 }

@@ -265,9 +265,15 @@ func (m *Manager) TearDown(ctx context.Context, pn PodNetwork) error {
 	}
 	if !done {
 		nc, err := m.network(ctx)
-		if err != nil {
+		switch {
+		case err != nil && netns == "":
+			// Nothing cached, no namespace left and no config to delete with: whatever a
+			// plugin still holds cannot be found from here, and failing would keep the
+			// sandbox (and kubelet's cleanup of it) stuck until the config returns.
+			log.WithError(err).Warn("no cached network and no usable config: nothing left to tear down")
+		case err != nil:
 			errs = append(errs, fmt.Errorf("%s: %w", op, err))
-		} else {
+		default:
 			cidrs, _ := m.ipRanges(nc)
 			if err := m.cni.DelNetworkList(ctx, nc.list, runtimeConf(pn, netns, cidrs)); err != nil {
 				errs = append(errs, classify(fmt.Sprintf("%s: network %q", op, nc.list.Name), err))

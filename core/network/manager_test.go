@@ -170,10 +170,17 @@ func TestTearDownUsesCachedConfig(t *testing.T) {
 	assert.NilError(t, m.TearDown(ctx, testPod(t, "sandbox2")))
 	assert.DeepEqual(t, summary(e.calls(t)), []string{"ptp DEL eth0", "loopback DEL lo"})
 
-	// With neither, TearDown cannot know what to delete: the caller retries.
+	// With neither, TearDown cannot know what to delete. While the namespace lives the
+	// caller must retry; once it is gone nothing findable is left, and the sandbox's
+	// cleanup must not wait for a config to come back.
 	err = m.TearDown(ctx, testPod(t, "sandbox3"))
 	assert.Check(t, cerrdefs.IsFailedPrecondition(err), "%v", err)
 	assert.Check(t, is.ErrorContains(err, "tear down network of sandbox sandbox3: no network config found"))
+	gone := testPod(t, "sandbox3")
+	gone.NetNS = ""
+	e.resetCalls(t)
+	assert.NilError(t, m.TearDown(ctx, gone))
+	assert.DeepEqual(t, summary(e.calls(t)), []string{"loopback DEL lo"})
 }
 
 func TestSetUpFailure(t *testing.T) {
