@@ -30,6 +30,7 @@ func (s *Service) CreateContainer(ctx context.Context, req *runtimeapi.CreateCon
 	if err != nil {
 		return nil, err
 	}
+	spec.Runtime = sb.Runtime // the pod's runtime handler
 	id, err := s.createContainer(ctx, spec)
 	if err != nil {
 		return nil, fmt.Errorf("create container %s: %w", spec.Name, err)
@@ -59,6 +60,11 @@ func (s *Service) containerSpec(ctx context.Context, sandboxID string, cfg *runt
 		NetworkMode: modeContainer + sandboxID,
 		IpcMode:     modeContainer + sandboxID,
 		PidMode:     modeContainer + sandboxID,
+		// kubelet probes containers; an image's HEALTHCHECK would run engine execs.
+		NoHealthcheck: true,
+	}
+	if hostNetwork(sbCfg) {
+		spec.UTSMode = modeHost // the node's hostname, as the sandbox has
 	}
 	if sig := cfg.GetStopSignal(); sig != runtimeapi.Signal_SIGNAL_RUNTIME_DEFAULT {
 		spec.StopSignal = strings.TrimPrefix(sig.String(), "SIGNAL_")

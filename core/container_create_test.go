@@ -87,6 +87,7 @@ func TestCreateContainerSpec(t *testing.T) {
 		PidMode:        "container:" + sbID,
 		IpcMode:        "container:" + sbID,
 		CgroupParent:   "kubepods-pod1.slice",
+		NoHealthcheck:  true,
 		ReadonlyRootfs: true,
 		CapAdd:         []string{"NET_ADMIN", "SYS_TIME", "SYS_PTRACE"},
 		CapDrop:        []string{"ALL"},
@@ -332,4 +333,24 @@ func TestCreateContainerNameConflict(t *testing.T) {
 	st, err := env.svc.ContainerStatus(context.Background(), &runtimeapi.ContainerStatusRequest{ContainerId: second})
 	assert.NilError(t, err)
 	assert.Equal(t, st.Status.Metadata.Name, "app")
+}
+
+// Containers of a host-network pod see the node's hostname, and every container runs
+// with its pod's runtime handler.
+func TestCreateContainerFollowsItsPod(t *testing.T) {
+	env := newRTEnv(t)
+	sbCfg := rtSandboxConfig("web")
+	rtHostNetwork(sbCfg)
+	sbID := env.runSandboxWithHandler(t, sbCfg, "io.containerd.runc.v2")
+	cid := env.createContainer(t, sbID, sbCfg, rtContainerConfig("app"))
+	spec := env.spec(t, cid)
+	assert.Equal(t, spec.UTSMode, "host")
+	assert.Equal(t, spec.Runtime, "io.containerd.runc.v2")
+	assert.Equal(t, spec.NetworkMode, "container:"+sbID)
+
+	sbCfg = rtSandboxConfig("pod")
+	sbID = env.runSandbox(t, sbCfg)
+	spec = env.spec(t, env.createContainer(t, sbID, sbCfg, rtContainerConfig("app")))
+	assert.Equal(t, spec.UTSMode, "")
+	assert.Equal(t, spec.Runtime, "")
 }

@@ -2,6 +2,8 @@ package core
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"testing"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -18,6 +20,16 @@ func TestResumeLogs(t *testing.T) {
 	exited := env.createContainer(t, sbID, sbCfg, rtContainerConfig("job"))
 	env.startContainer(t, exited)
 	assert.NilError(t, stopContainer(env, exited, 0))
+	// Exited while we were down, and kubelet still has its log: its last lines are copied.
+	logDir := t.TempDir()
+	sbLogs := rtSandboxConfig("web")
+	sbLogs.LogDirectory = logDir
+	finished := env.createContainer(t, sbID, sbLogs, rtContainerConfig("finished"))
+	env.startContainer(t, finished)
+	assert.NilError(t, stopContainer(env, finished, 0))
+	finishedLog := filepath.Join(logDir, "finished", "0.log")
+	assert.NilError(t, os.MkdirAll(filepath.Dir(finishedLog), 0o750))
+	assert.NilError(t, os.WriteFile(finishedLog, nil, 0o640))
 	env.createContainer(t, sbID, sbCfg, rtContainerConfig("created"))
 	cfg := rtContainerConfig("nolog")
 	cfg.LogPath = ""
@@ -28,7 +40,10 @@ func TestResumeLogs(t *testing.T) {
 	env.logs = newRTFakeLogs()
 	env.svc.cfg.Logs = env.logs
 	assert.NilError(t, env.svc.ResumeLogs(context.Background()))
-	assert.DeepEqual(t, env.logs.Started(), map[string]string{running: "/var/log/pods/default_web_web-uid/app/0.log"})
+	assert.DeepEqual(t, env.logs.Started(), map[string]string{
+		running:  "/var/log/pods/default_web_web-uid/app/0.log",
+		finished: finishedLog,
+	})
 
 	// A copier that fails for one container does not fail the rest.
 	env.logs.StartError(cerrdefs.ErrUnavailable)

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/dockpin/cri-dockerd/core/docker"
 )
 
 // ContainerStatus reports a container's state; NotFound when there is none.
@@ -20,15 +22,23 @@ func (s *Service) ContainerStatus(ctx context.Context, req *runtimeapi.Container
 		return nil, err
 	}
 	labels, annotations := splitLabels(c.Labels)
+	image, imageRef := s.statusImage(ctx, c)
 	st := &runtimeapi.ContainerStatus{
 		Id: c.ID, Metadata: md, State: stateOfContainer(c.State),
 		CreatedAt: nanos(c.Created), StartedAt: nanos(c.StartedAt), FinishedAt: nanos(c.FinishedAt),
 		ExitCode: int32(c.ExitCode), //nolint:gosec // exit codes fit
-		Image:    &runtimeapi.ImageSpec{Image: c.Image}, ImageRef: c.ImageID, ImageId: c.ImageID,
+		Image:    &runtimeapi.ImageSpec{Image: image}, ImageRef: imageRef, ImageId: c.ImageID,
 		Labels: labels, Annotations: annotations, LogPath: c.Labels[labelLogPath],
 		Resources: criResources(c.Resources),
 	}
-	if st.State == runtimeapi.ContainerState_CONTAINER_EXITED {
+	if st.State == runtimeapi.ContainerState_CONTAINER_CREATED && c.ExitCode != 0 {
+		// The engine could not start it (no such executable, a bad mount): it stays
+		// "created" with an exit code. kubelet would start a CREATED container again
+		// forever, whatever the pod's restart policy; report it as upstream does.
+		st.State = runtimeapi.ContainerState_CONTAINER_EXITED
+		st.StartedAt, st.FinishedAt = st.CreatedAt, st.CreatedAt
+		st.Reason = "ContainerCannotRun"
+	} else if st.State == runtimeapi.ContainerState_CONTAINER_EXITED {
 		s.drainLog(ctx, c.ID, st.LogPath)
 		switch {
 		case c.OOMKilled:
@@ -38,6 +48,8 @@ func (s *Service) ContainerStatus(ctx context.Context, req *runtimeapi.Container
 		default:
 			st.Reason = "Error"
 		}
+	}
+	if st.State != runtimeapi.ContainerState_CONTAINER_RUNNING {
 		st.Message = c.Error
 	}
 	for _, m := range c.Mounts {
@@ -76,4 +88,24 @@ func (s *Service) drainLog(ctx context.Context, id, path string) {
 	if err := s.cfg.Logs.Wait(ctx, id); err != nil && ctx.Err() != nil {
 		s.logger(ctx).WithError(err).WithField("container", id).Debug("container log not drained in time")
 	}
+}
+
+// statusImage returns the image a container's status names, as upstream: the image's
+// first tag (kubelet creates containers from image IDs), and its reference as
+// "docker-pullable://<repo digest>", or "docker://<id>" for an image pulled by no
+// digest. ImageId carries the plain ID the CRI asks for.
+func (s *Service) statusImage(ctx context.Context, c docker.ContainerDetails) (image, ref string) {
+	image, ref = c.Image, "docker://"+c.ImageID
+	img, err := s.docker.InspectImage(ctx, c.ImageID)
+	if err != nil {
+		s.logger(ctx).WithError(err).WithField("container", c.ID).Debug("cannot inspect the container's image")
+		return image, ref
+	}
+	if len(img.RepoTags) > 0 {
+		image = img.RepoTags[0]
+	}
+	if len(img.RepoDigests) > 0 {
+		ref = "docker-pullable://" + img.RepoDigests[0]
+	}
+	return image, ref
 }

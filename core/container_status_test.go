@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -43,7 +44,7 @@ func TestContainerStatus(t *testing.T) {
 		State:       runtimeapi.ContainerState_CONTAINER_CREATED,
 		CreatedAt:   d.Created.UnixNano(),
 		Image:       &runtimeapi.ImageSpec{Image: rtContainerImage},
-		ImageRef:    d.ImageID,
+		ImageRef:    "docker://" + d.ImageID, // upstream's form for an image without a repo digest
 		ImageId:     d.ImageID,
 		Labels:      map[string]string{labelContainerName: "app"},
 		Annotations: map[string]string{"note": "n"},
@@ -100,6 +101,43 @@ func TestContainerStatus(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A container the engine could not start stays "created" with an exit code; it is
+// reported EXITED with ContainerCannotRun (as upstream), or kubelet would start it again
+// forever whatever the pod's restart policy.
+func TestContainerStatusCannotRun(t *testing.T) {
+	env := newRTEnv(t)
+	sbCfg := rtSandboxConfig("web")
+	sbID := env.runSandbox(t, sbCfg)
+	cid := env.createContainer(t, sbID, sbCfg, rtContainerConfig("app"))
+	env.engine.SetContainerState(cid, docker.StateCreated, 127)
+	got := containerStatus(t, env, cid, false).Status
+	assert.Equal(t, got.State, runtimeapi.ContainerState_CONTAINER_EXITED)
+	assert.Equal(t, got.Reason, "ContainerCannotRun")
+	assert.Equal(t, got.ExitCode, int32(127))
+	assert.Equal(t, got.StartedAt, got.CreatedAt)
+	assert.Equal(t, got.FinishedAt, got.CreatedAt)
+}
+
+// Containers kubelet creates from an image ID are reported with the image's first tag
+// and a pullable reference, as upstream reports them.
+func TestContainerStatusImage(t *testing.T) {
+	env := newRTEnv(t)
+	img := docker.Image{
+		ID: "sha256:" + strings.Repeat("ab", 32), RepoTags: []string{"app:1", "app:latest"},
+		RepoDigests: []string{"registry.test/app@sha256:" + strings.Repeat("cd", 32)},
+	}
+	env.engine.AddImage(img)
+	sbCfg := rtSandboxConfig("web")
+	sbID := env.runSandbox(t, sbCfg)
+	cfg := rtContainerConfig("app")
+	cfg.Image = &runtimeapi.ImageSpec{Image: img.ID}
+	cid := env.createContainer(t, sbID, sbCfg, cfg)
+	got := containerStatus(t, env, cid, false).Status
+	assert.Equal(t, got.Image.Image, "app:1")
+	assert.Equal(t, got.ImageRef, "docker-pullable://"+img.RepoDigests[0])
+	assert.Equal(t, got.ImageId, img.ID)
 }
 
 func TestContainerStatusVerbose(t *testing.T) {

@@ -7,6 +7,7 @@ import (
 
 	cerrdefs "github.com/containerd/errdefs"
 	"gotest.tools/v3/assert"
+	is "gotest.tools/v3/assert/cmp"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/dockpin/cri-dockerd/core/docker"
@@ -80,3 +81,20 @@ type cidrRejectingNetwork struct {
 }
 
 func (n *cidrRejectingNetwork) SetPodCIDR(string) error { return n.err }
+
+// Status lists the default handler and each runtime of the engine, which RunPodSandbox
+// accepts as RuntimeClass handlers.
+func TestStatusRuntimeHandlers(t *testing.T) {
+	env := newRTEnv(t)
+	resp, err := env.svc.Status(context.Background(), &runtimeapi.StatusRequest{})
+	assert.NilError(t, err)
+	var names []string
+	for _, h := range resp.RuntimeHandlers {
+		names = append(names, h.Name)
+	}
+	assert.DeepEqual(t, names, []string{"", "io.containerd.runc.v2", "runc"})
+
+	_, err = env.svc.RunPodSandbox(context.Background(), &runtimeapi.RunPodSandboxRequest{Config: rtSandboxConfig("web"), RuntimeHandler: "kata"})
+	assert.Check(t, cerrdefs.IsInvalidArgument(err), "%v", err)
+	assert.Check(t, is.ErrorContains(err, `runtime handler "kata" is not a runtime of the engine (it has io.containerd.runc.v2, runc)`))
+}

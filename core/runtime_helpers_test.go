@@ -316,7 +316,10 @@ func newRTEnv(t *testing.T, opts ...rtOption) *rtEnv {
 	assert.NilError(t, err)
 	engine := dockertest.New()
 	root := t.TempDir()
-	engine.SetInfo(docker.Info{Driver: "overlay2", DockerRootDir: root, CgroupDriver: o.cgroupDriver})
+	engine.SetInfo(docker.Info{
+		Driver: "overlay2", DockerRootDir: root, CgroupDriver: o.cgroupDriver,
+		Runtimes: []string{"io.containerd.runc.v2", "runc"}, DefaultRuntime: "runc",
+	})
 	if !o.noSandboxImg {
 		engine.AddImage(testImage(9001, rtSandboxImage))
 	}
@@ -372,7 +375,12 @@ func rtHostNetwork(cfg *runtimeapi.PodSandboxConfig) *runtimeapi.PodSandboxConfi
 // runSandbox runs cfg and returns the sandbox ID.
 func (e *rtEnv) runSandbox(t *testing.T, cfg *runtimeapi.PodSandboxConfig) string {
 	t.Helper()
-	resp, err := e.svc.RunPodSandbox(context.Background(), &runtimeapi.RunPodSandboxRequest{Config: cfg})
+	return e.runSandboxWithHandler(t, cfg, "")
+}
+
+func (e *rtEnv) runSandboxWithHandler(t *testing.T, cfg *runtimeapi.PodSandboxConfig, handler string) string {
+	t.Helper()
+	resp, err := e.svc.RunPodSandbox(context.Background(), &runtimeapi.RunPodSandboxRequest{Config: cfg, RuntimeHandler: handler})
 	assert.NilError(t, err)
 	assert.Assert(t, resp.PodSandboxId != "")
 	return resp.PodSandboxId

@@ -24,6 +24,13 @@ func (s *Service) ListPodSandbox(ctx context.Context, req *runtimeapi.ListPodSan
 	if f.GetState() != nil && f.GetState().GetState() == runtimeapi.PodSandboxState_SANDBOX_READY {
 		lf.Running = true
 	}
+	// Checkpoints first: a sandbox being created appears as its container and then its
+	// checkpoint, so a checkpoint listed before the containers is never mistaken for an
+	// orphan of a container listed after it.
+	var checkpoints []string
+	if f == nil {
+		checkpoints = s.listCheckpoints(ctx)
+	}
 	cs, err := s.docker.ListContainers(ctx, lf)
 	if err != nil {
 		return nil, fmt.Errorf("list pod sandboxes: %w", err)
@@ -47,22 +54,25 @@ func (s *Service) ListPodSandbox(ctx context.Context, req *runtimeapi.ListPodSan
 			Labels: labels, Annotations: annotations,
 		})
 	}
-	if f == nil {
-		out = append(out, s.checkpointOnlySandboxes(ctx, seen)...)
-	}
+	out = append(out, s.checkpointOnlySandboxes(ctx, checkpoints, seen)...)
 	s.logger(ctx).WithField("count", len(out)).Debug("listed pod sandboxes")
 	return &runtimeapi.ListPodSandboxResponse{Items: out}, nil
 }
 
-// checkpointOnlySandboxes returns the sandboxes whose checkpoint outlived their
-// container, as NOTREADY, and deletes checkpoints that fail verification.
-func (s *Service) checkpointOnlySandboxes(ctx context.Context, seen map[string]bool) []*runtimeapi.PodSandbox {
-	log := s.logger(ctx)
+// listCheckpoints returns the ids of the sandbox checkpoints (none when they cannot
+// be listed: ListPodSandbox still lists the engine's sandboxes).
+func (s *Service) listCheckpoints(ctx context.Context) []string {
 	ids, err := s.cfg.Checkpoints.List()
 	if err != nil {
-		log.WithError(err).Warn("cannot list sandbox checkpoints")
-		return nil
+		s.logger(ctx).WithError(err).Warn("cannot list sandbox checkpoints")
 	}
+	return ids
+}
+
+// checkpointOnlySandboxes returns the sandboxes whose checkpoint (among ids) outlived
+// their container, as NOTREADY, and deletes checkpoints that fail verification.
+func (s *Service) checkpointOnlySandboxes(ctx context.Context, ids []string, seen map[string]bool) []*runtimeapi.PodSandbox {
+	log := s.logger(ctx)
 	var out []*runtimeapi.PodSandbox
 	for _, id := range ids {
 		if seen[id] || strings.HasPrefix(id, ".") {

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -21,15 +23,12 @@ func (s *Service) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandb
 	if md.GetName() == "" || md.GetNamespace() == "" || md.GetUid() == "" {
 		return nil, fmt.Errorf("pod sandbox metadata needs a name, a namespace and a uid (got %v): %w", md, cerrdefs.ErrInvalidArgument)
 	}
-	if h := req.GetRuntimeHandler(); h != "" {
-		return nil, fmt.Errorf("runtime handler %q is not supported (docker has one runtime): %w", h, cerrdefs.ErrInvalidArgument)
-	}
 	log := s.logger(ctx).WithField("pod", md.GetNamespace()+"/"+md.GetName())
 
 	if err := s.ensureImage(ctx, s.cfg.SandboxImage); err != nil {
 		return nil, fmt.Errorf("sandbox image %s: %w", s.cfg.SandboxImage, err)
 	}
-	spec, err := s.sandboxSpec(ctx, cfg)
+	spec, err := s.sandboxSpec(ctx, cfg, req.GetRuntimeHandler())
 	if err != nil {
 		return nil, err
 	}
@@ -39,7 +38,8 @@ func (s *Service) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandb
 	}
 	// From here on a failure removes what was made, so that kubelet's retry starts clean.
 	undo := func(cause error) error {
-		cctx := context.WithoutCancel(ctx)
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), undoTimeout)
+		defer cancel()
 		errs := []error{cause}
 		if !hostNetwork(cfg) && s.cfg.Network != nil {
 			errs = append(errs, s.tearDownNetwork(cctx, id, 0, cfg.GetMetadata(), cfg.GetPortMappings()))
@@ -71,8 +71,12 @@ func (s *Service) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandb
 	return &runtimeapi.RunPodSandboxResponse{PodSandboxId: id}, nil
 }
 
+// undoTimeout bounds the cleanup of a sandbox that failed half-way, which outlives
+// the request (kubelet's retry must find nothing left).
+const undoTimeout = time.Minute
+
 // sandboxSpec builds the pause container of a sandbox config.
-func (s *Service) sandboxSpec(ctx context.Context, cfg *runtimeapi.PodSandboxConfig) (docker.ContainerSpec, error) {
+func (s *Service) sandboxSpec(ctx context.Context, cfg *runtimeapi.PodSandboxConfig, handler string) (docker.ContainerSpec, error) {
 	labels := makeLabels(cfg.GetLabels(), cfg.GetAnnotations())
 	labels[labelContainerType] = typeSandbox
 	labels[labelContainerName] = sandboxName
@@ -109,6 +113,9 @@ func (s *Service) sandboxSpec(ctx context.Context, cfg *runtimeapi.PodSandboxCon
 	if err != nil {
 		return spec, err
 	}
+	if spec.Runtime, err = runtimeFor(info, handler); err != nil {
+		return spec, err
+	}
 	if spec.CgroupParent, err = cgroupParent(info.CgroupDriver, lx.GetCgroupParent()); err != nil {
 		return spec, err
 	}
@@ -118,15 +125,14 @@ func (s *Service) sandboxSpec(ctx context.Context, cfg *runtimeapi.PodSandboxCon
 	spec.GroupAdd = groupAdd(sc.GetSupplementalGroups())
 	spec.Privileged = sc.GetPrivileged()
 	spec.ReadonlyRootfs = sc.GetReadonlyRootfs()
-	if spec.SecurityOpt, err = securityOpts(sc.GetSeccomp(), sc.GetApparmor(), sc.GetSelinuxOptions(), sc.GetPrivileged()); err != nil {
+	// As upstream: the pause container runs with the engine's default seccomp profile
+	// and no-new-privileges whatever the pod asks for its containers, and its share of
+	// the pod's resources is fixed (the pod's limits are on the cgroup parent).
+	if spec.SecurityOpt, err = securityOpts(&runtimeapi.SecurityProfile{}, sc.GetApparmor(), sc.GetSelinuxOptions(), sc.GetPrivileged()); err != nil {
 		return spec, err
 	}
-	if r := lx.GetResources(); r != nil {
-		spec.Resources = resources(r)
-	}
-	if spec.Resources.CPUShares == 0 {
-		spec.Resources.CPUShares = sandboxCPUShares
-	}
+	spec.SecurityOpt = append(spec.SecurityOpt, "no-new-privileges")
+	spec.Resources.CPUShares = sandboxCPUShares
 	return spec, nil
 }
 
@@ -142,20 +148,31 @@ func (s *Service) createContainer(ctx context.Context, spec docker.ContainerSpec
 	return id, err
 }
 
-// ensureImage pulls ref unless the engine has it.
+// ensureImage pulls ref unless the engine has it, with the node's credentials for its
+// registry (DefaultCredentialFiles), as upstream pulls the sandbox image.
 func (s *Service) ensureImage(ctx context.Context, ref string) error {
 	_, err := s.docker.InspectImage(ctx, ref)
 	if !cerrdefs.IsNotFound(err) {
 		return err
 	}
-	s.logger(ctx).WithField("image", ref).Info("pulling missing image")
-	return s.docker.PullImage(ctx, ref, docker.PullOptions{ProgressDeadline: s.cfg.ImagePullProgressDeadline})
+	auth, err := nodeCredentials(s.cfg.CredentialFiles, ref)
+	if err != nil {
+		// A broken credentials file must not stop a pull that may not need it.
+		s.logger(ctx).WithError(err).Warn("ignoring the node's registry credentials")
+	}
+	s.logger(ctx).WithField("image", ref).WithField("credentials", auth != nil).Info("pulling missing image")
+	return s.docker.PullImage(ctx, ref, docker.PullOptions{Auth: auth, ProgressDeadline: s.cfg.ImagePullProgressDeadline})
 }
 
-// portBindings publishes port mappings on Docker's bridge network.
+// portBindings publishes the host ports of port mappings on Docker's bridge network.
+// A mapping without a host port only declares a container port: publishing it would
+// open a random host port to the world, so it is not published (as upstream).
 func portBindings(pms []*runtimeapi.PortMapping) []docker.PortBinding {
 	var out []docker.PortBinding
 	for _, pm := range pms {
+		if pm.GetHostPort() <= 0 {
+			continue
+		}
 		out = append(out, docker.PortBinding{
 			Protocol:      strings.ToLower(pm.GetProtocol().String()),
 			ContainerPort: int(pm.GetContainerPort()),
@@ -189,4 +206,18 @@ func writeResolvConf(path string, dns *runtimeapi.DNSConfig) error {
 		return fmt.Errorf("write resolv.conf of pod sandbox: %w", err)
 	}
 	return nil
+}
+
+// runtimeFor maps a CRI runtime handler onto the engine's OCI runtime: "" and
+// "docker" are the engine's default; any other must be one the engine is configured
+// with (RuntimeClass pods: nvidia, runsc, ...).
+func runtimeFor(info docker.Info, handler string) (string, error) {
+	switch {
+	case handler == "" || handler == RuntimeName:
+		return "", nil
+	case slices.Contains(info.Runtimes, handler):
+		return handler, nil
+	}
+	return "", fmt.Errorf("runtime handler %q is not a runtime of the engine (it has %s): %w",
+		handler, strings.Join(info.Runtimes, ", "), cerrdefs.ErrInvalidArgument)
 }

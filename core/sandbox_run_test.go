@@ -33,6 +33,7 @@ func rtSandboxSpec() docker.ContainerSpec {
 		},
 		OomScoreAdj: -998,
 		Resources:   docker.Resources{CPUShares: 2},
+		SecurityOpt: []string{"no-new-privileges"},
 		IpcMode:     "shareable",
 		NetworkMode: "none",
 		Hostname:    "web",
@@ -45,6 +46,7 @@ func TestRunPodSandboxSpec(t *testing.T) {
 		name      string
 		opts      []rtOption
 		mutate    func(*runtimeapi.PodSandboxConfig)
+		handler   string
 		wantSpec  func(*docker.ContainerSpec)
 		wantSetUp bool
 	}{
@@ -56,6 +58,7 @@ func TestRunPodSandboxSpec(t *testing.T) {
 				c.PortMappings = []*runtimeapi.PortMapping{
 					{Protocol: runtimeapi.Protocol_TCP, ContainerPort: 80, HostPort: 18080},
 					{Protocol: runtimeapi.Protocol_UDP, ContainerPort: 53, HostPort: 5353, HostIp: "127.0.0.1"},
+					{Protocol: runtimeapi.Protocol_TCP, ContainerPort: 8080}, // declared only: never published
 				}
 			},
 			wantSpec: func(s *docker.ContainerSpec) {
@@ -178,25 +181,34 @@ func TestRunPodSandboxSpec(t *testing.T) {
 			wantSetUp: true,
 		},
 		{
-			name:      "seccomp nil is unconfined",
-			mutate:    func(c *runtimeapi.PodSandboxConfig) { c.Linux.SecurityContext.Seccomp = nil },
-			wantSpec:  func(s *docker.ContainerSpec) { s.SecurityOpt = []string{"seccomp=unconfined"} },
-			wantSetUp: true,
-		},
-		{
-			name: "seccomp localhost",
+			name: "the pause container keeps the engine's seccomp profile whatever the pod's",
 			mutate: func(c *runtimeapi.PodSandboxConfig) {
 				c.Linux.SecurityContext.Seccomp = &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_Localhost, LocalhostRef: profile}
 			},
-			wantSpec:  func(s *docker.ContainerSpec) { s.SecurityOpt = []string{"seccomp=" + compactSeccomp} },
+			wantSpec:  func(*docker.ContainerSpec) {},
 			wantSetUp: true,
 		},
+		{
+			name: "pod resources stay on the cgroup parent",
+			mutate: func(c *runtimeapi.PodSandboxConfig) {
+				c.Linux.Resources = &runtimeapi.LinuxContainerResources{CpuShares: 1024, MemoryLimitInBytes: 1 << 30}
+			},
+			wantSpec:  func(*docker.ContainerSpec) {},
+			wantSetUp: true,
+		},
+		{
+			name:      "runtime handler of the engine",
+			handler:   "io.containerd.runc.v2",
+			wantSpec:  func(s *docker.ContainerSpec) { s.Runtime = "io.containerd.runc.v2" },
+			wantSetUp: true,
+		},
+		{name: "runtime handler docker is the default", handler: "docker", wantSpec: func(*docker.ContainerSpec) {}, wantSetUp: true},
 		{
 			name: "no linux config",
 			mutate: func(c *runtimeapi.PodSandboxConfig) {
 				c.Linux = nil
 			},
-			wantSpec:  func(s *docker.ContainerSpec) { s.SecurityOpt = []string{"seccomp=unconfined"} },
+			wantSpec:  func(*docker.ContainerSpec) {},
 			wantSetUp: true,
 		},
 	} {
@@ -206,7 +218,7 @@ func TestRunPodSandboxSpec(t *testing.T) {
 			if tc.mutate != nil {
 				tc.mutate(cfg)
 			}
-			sbID := env.runSandbox(t, cfg)
+			sbID := env.runSandboxWithHandler(t, cfg, tc.handler)
 			want := rtSandboxSpec()
 			if env.net == nil {
 				want.NetworkMode = "default"
@@ -238,11 +250,6 @@ func TestRunPodSandboxInvalid(t *testing.T) {
 		}},
 		{name: "run as group alone", mutate: func(r *runtimeapi.RunPodSandboxRequest) {
 			r.Config.Linux.SecurityContext.RunAsGroup = &runtimeapi.Int64Value{Value: 2000}
-		}},
-		{name: "missing seccomp profile", mutate: func(r *runtimeapi.RunPodSandboxRequest) {
-			r.Config.Linux.SecurityContext.Seccomp = &runtimeapi.SecurityProfile{
-				ProfileType: runtimeapi.SecurityProfile_Localhost, LocalhostRef: filepath.Join(t.TempDir(), "missing.json"),
-			}
 		}},
 		{name: "bad bandwidth annotation", mutate: func(r *runtimeapi.RunPodSandboxRequest) {
 			r.Config.Annotations[network.IngressBandwidthAnnotation] = "1"

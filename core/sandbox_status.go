@@ -41,12 +41,19 @@ func (s *Service) PodSandboxStatus(ctx context.Context, req *runtimeapi.PodSandb
 		// kubelet keeps going without IPs; an error here would block the pod's cleanup.
 		s.logger(ctx).WithError(err).WithField("sandbox", sb.ID).Warn("cannot read pod sandbox IPs")
 	}
-	if len(ips) > 0 {
-		st.Network = &runtimeapi.PodSandboxNetworkStatus{Ip: ips[0]}
-		for _, ip := range ips[1:] {
+	if sb.NetworkMode != modeHost {
+		// Always set for a pod network, empty when there is no IP: kubelet replaces a
+		// sandbox whose network status has an empty IP (say, the network was never set
+		// up because we died half-way), but not one without a network status.
+		st.Network = &runtimeapi.PodSandboxNetworkStatus{}
+		if len(ips) > 0 {
+			st.Network.Ip = ips[0]
+		}
+		for _, ip := range ips[min(len(ips), 1):] {
 			st.Network.AdditionalIps = append(st.Network.AdditionalIps, &runtimeapi.PodIP{Ip: ip})
 		}
 	}
+	st.RuntimeHandler = sb.Runtime
 	resp := &runtimeapi.PodSandboxStatusResponse{Status: st, Timestamp: time.Now().UnixNano()}
 	if req.GetVerbose() {
 		info, err := json.Marshal(map[string]any{

@@ -51,6 +51,9 @@ type Config struct {
 	// RecursiveReadOnlyMounts is true when the engine can make read-only mounts
 	// recursively read-only (API 1.44, Docker 25); Status reports it to kubelet.
 	RecursiveReadOnlyMounts bool
+	// CredentialFiles are docker config.json files searched for the credentials of the
+	// sandbox image's registry (DefaultCredentialFiles on a node).
+	CredentialFiles []string
 	// SandboxImage is --pod-infra-container-image, the image of every sandbox's pause container.
 	SandboxImage string
 	// Network sets up and tears down pod networks; nil with --network-plugin="" (Docker's bridge).

@@ -33,10 +33,8 @@ func (s *Service) Status(ctx context.Context, req *runtimeapi.StatusRequest) (*r
 		networkReady.Message = "docker: network plugin is not ready: cni config uninitialized"
 	}
 	resp := &runtimeapi.StatusResponse{
-		Status: &runtimeapi.RuntimeStatus{Conditions: []*runtimeapi.RuntimeCondition{runtimeReady, networkReady}},
-		RuntimeHandlers: []*runtimeapi.RuntimeHandler{{
-			Features: &runtimeapi.RuntimeHandlerFeatures{RecursiveReadOnlyMounts: s.cfg.RecursiveReadOnlyMounts},
-		}},
+		Status:          &runtimeapi.RuntimeStatus{Conditions: []*runtimeapi.RuntimeCondition{runtimeReady, networkReady}},
+		RuntimeHandlers: s.runtimeHandlers(ctx, runtimeReady.Status),
 	}
 	if req.GetVerbose() {
 		parts := map[string]any{"config": s.cfg.Effective, "pinning": s.pins.Info()}
@@ -79,4 +77,23 @@ func hasCNIConfig(dir string) bool {
 		}
 	}
 	return false
+}
+
+// runtimeHandlers lists the default handler ("") and each OCI runtime the engine is
+// configured with (what RunPodSandbox accepts as a RuntimeClass handler).
+func (s *Service) runtimeHandlers(ctx context.Context, engineUp bool) []*runtimeapi.RuntimeHandler {
+	features := &runtimeapi.RuntimeHandlerFeatures{RecursiveReadOnlyMounts: s.cfg.RecursiveReadOnlyMounts}
+	out := []*runtimeapi.RuntimeHandler{{Features: features}}
+	if !engineUp {
+		return out
+	}
+	info, err := s.docker.Info(ctx)
+	if err != nil {
+		s.logger(ctx).WithError(err).Debug("cannot list the engine's runtimes")
+		return out
+	}
+	for _, name := range info.Runtimes {
+		out = append(out, &runtimeapi.RuntimeHandler{Name: name, Features: features})
+	}
+	return out
 }

@@ -59,6 +59,10 @@ type Info struct {
 	DockerRootDir string
 	// CgroupDriver is "cgroupfs" or "systemd".
 	CgroupDriver string
+	// Runtimes are the names of the OCI runtimes the engine is configured with.
+	Runtimes []string
+	// DefaultRuntime is the runtime containers get unless they name another.
+	DefaultRuntime string
 }
 
 // AuthConfig carries registry credentials for one pull.

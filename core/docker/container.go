@@ -102,9 +102,13 @@ type ContainerSpec struct {
 	// IpcMode is "", "host", "shareable" or "container:<id>".
 	IpcMode string
 	// UTSMode is "" or "host".
-	UTSMode      string
-	CgroupParent string
-	Privileged   bool
+	UTSMode string
+	// Runtime is the engine's OCI runtime for the container ("" = the engine's default).
+	Runtime string
+	// NoHealthcheck turns off a HEALTHCHECK the image declares (kubelet probes instead).
+	NoHealthcheck bool
+	CgroupParent  string
+	Privileged    bool
 	// ReadonlyRootfs mounts the root filesystem read-only.
 	ReadonlyRootfs bool
 	CapAdd         []string
@@ -165,6 +169,8 @@ type ContainerDetails struct {
 	NetworkMode string
 	PidMode     string
 	IpcMode     string
+	// Runtime is the container's OCI runtime ("" = the engine's default).
+	Runtime string
 	// IPAddress is the container's address on the engine's networks (bridge mode).
 	IPAddress string
 	// IPv6Address is its global IPv6 address on the engine's networks, if any.

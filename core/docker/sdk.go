@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -82,7 +83,14 @@ func (c *SDKClient) Info(ctx context.Context) (Info, error) {
 	if err != nil {
 		return Info{}, classify("docker info", err)
 	}
-	out := Info{Driver: in.Driver, DriverStatus: in.DriverStatus, DockerRootDir: in.DockerRootDir, CgroupDriver: in.CgroupDriver}
+	out := Info{
+		Driver: in.Driver, DriverStatus: in.DriverStatus, DockerRootDir: in.DockerRootDir,
+		CgroupDriver: in.CgroupDriver, DefaultRuntime: in.DefaultRuntime,
+	}
+	for name := range in.Runtimes {
+		out.Runtimes = append(out.Runtimes, name)
+	}
+	slices.Sort(out.Runtimes)
 	for _, kv := range in.DriverStatus {
 		if kv[0] == "driver-type" && kv[1] == "io.containerd.snapshotter.v1" {
 			out.ContainerdStore = true

@@ -73,6 +73,9 @@ func sdkContainerConfig(spec ContainerSpec) (*container.Config, *container.HostC
 		Labels:     spec.Labels,
 		StopSignal: spec.StopSignal,
 	}
+	if spec.NoHealthcheck {
+		cfg.Healthcheck = &container.HealthConfig{Test: []string{"NONE"}}
+	}
 	hostCfg := &container.HostConfig{
 		Binds:          sdkBinds(spec.Mounts),
 		NetworkMode:    container.NetworkMode(spec.NetworkMode),
@@ -90,6 +93,7 @@ func sdkContainerConfig(spec ContainerSpec) (*container.Config, *container.HostC
 		ReadonlyRootfs: spec.ReadonlyRootfs,
 		SecurityOpt:    spec.SecurityOpt,
 		UTSMode:        container.UTSMode(spec.UTSMode),
+		Runtime:        spec.Runtime,
 		ShmSize:        spec.ShmSize,
 		Sysctls:        spec.Sysctls,
 		Resources:      sdkResources(spec.Resources),
@@ -314,6 +318,7 @@ func detailsFromSDK(in container.InspectResponse) ContainerDetails {
 			d.NetworkMode = string(h.NetworkMode)
 			d.PidMode = string(h.PidMode)
 			d.IpcMode = string(h.IpcMode)
+			d.Runtime = h.Runtime
 			d.Resources = resourcesFromSDK(h.Resources)
 		}
 	}

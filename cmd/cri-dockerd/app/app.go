@@ -117,6 +117,7 @@ func run(opts *Options, log *logrus.Logger) error {
 		ImagePullProgressDeadline: opts.ImagePullProgressDeadline,
 		Effective:                 opts,
 		SandboxImage:              opts.SandboxImage,
+		CredentialFiles:           core.DefaultCredentialFiles(),
 		RecursiveReadOnlyMounts:   v.APIAtLeast("1.44"),
 		Checkpoints:               checkpoints,
 	}
@@ -136,9 +137,12 @@ func run(opts *Options, log *logrus.Logger) error {
 	images := imageClient(opts, client, log, &svcCfg)
 	defer images.stop()
 	svc := core.New(svcCfg, images.client, pins, log)
-	if err := svc.ResumeLogs(ctx); err != nil {
+	// Its own deadline: preloading images may have used up the startup one.
+	resumeCtx, cancelResume := context.WithTimeout(context.Background(), startupTimeout)
+	if err := svc.ResumeLogs(resumeCtx); err != nil {
 		log.WithError(err).Warn("cannot resume copying container logs")
 	}
+	cancelResume()
 
 	ep, _ := parseEndpoint(opts.RuntimeEndpoint) // validated before
 	lis, err := listen(ep)

@@ -85,6 +85,7 @@ func (f *Fake) CreateContainer(ctx context.Context, spec docker.ContainerSpec) (
 			Cmd:            spec.Cmd,
 			NetworkMode:    spec.NetworkMode,
 			PidMode:        spec.PidMode,
+			Runtime:        spec.Runtime,
 			IpcMode:        spec.IpcMode,
 			ResolvConfPath: path.Join(dir, "resolv.conf"),
 			HostnamePath:   path.Join(dir, "hostname"),

@@ -59,8 +59,11 @@ func New() *Fake {
 		calls:    map[string]int{},
 		archives: map[string][]docker.Image{},
 		subs:     map[*subscriber]bool{},
-		info:     docker.Info{Driver: "overlay2", DockerRootDir: "/var/lib/docker", CgroupDriver: "systemd"},
-		version:  docker.Version{Version: "29.8.1", APIVersion: "1.51", NegotiatedAPIVersion: "1.51"},
+		info: docker.Info{
+			Driver: "overlay2", DockerRootDir: "/var/lib/docker", CgroupDriver: "systemd",
+			Runtimes: []string{"io.containerd.runc.v2", "runc"}, DefaultRuntime: "runc",
+		},
+		version: docker.Version{Version: "29.8.1", APIVersion: "1.51", NegotiatedAPIVersion: "1.51"},
 
 		containers: map[string]*fakeContainer{},
 		changed:    make(chan struct{}),

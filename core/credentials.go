@@ -1,0 +1,83 @@
+package core
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"strings"
+
+	"github.com/distribution/reference"
+
+	"github.com/dockpin/cri-dockerd/core/docker"
+)
+
+// DefaultCredentialFiles are where the node keeps registry credentials, searched in
+// this order as upstream (kubelet's docker keyring) searches them.
+func DefaultCredentialFiles() []string {
+	files := []string{"/var/lib/kubelet/config.json"}
+	if home, err := os.UserHomeDir(); err == nil {
+		files = append(files, home+"/.docker/config.json")
+	}
+	return append(files, "/.docker/config.json")
+}
+
+// dockerConfig is the part of a docker config.json that holds credentials.
+type dockerConfig struct {
+	Auths map[string]struct {
+		Auth          string `json:"auth"`
+		Username      string `json:"username"`
+		Password      string `json:"password"`
+		IdentityToken string `json:"identitytoken"`
+	} `json:"auths"`
+}
+
+// nodeCredentials returns the credentials the node holds for the registry of ref
+// (the first file that has an entry for it wins), nil when it holds none. Only the
+// sandbox image is pulled this way: kubelet brings its own credentials for the rest.
+func nodeCredentials(files []string, ref string) (*docker.AuthConfig, error) {
+	named, err := reference.ParseNormalizedNamed(ref)
+	if err != nil {
+		return nil, fmt.Errorf("image %q: %w", ref, err)
+	}
+	host := reference.Domain(named)
+	keys := []string{host, "https://" + host, "http://" + host}
+	if host == "docker.io" {
+		keys = append(keys, "https://index.docker.io/v1/", "index.docker.io")
+	}
+	for _, file := range files {
+		b, err := os.ReadFile(file)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("registry credentials: %w", err)
+		}
+		var cfg dockerConfig
+		if err := json.Unmarshal(b, &cfg); err != nil {
+			return nil, fmt.Errorf("registry credentials in %s: %w", file, err)
+		}
+		for _, k := range keys {
+			e, ok := cfg.Auths[k]
+			if !ok {
+				continue
+			}
+			auth := &docker.AuthConfig{Username: e.Username, Password: e.Password, IdentityToken: e.IdentityToken, ServerAddress: host}
+			if e.Auth != "" {
+				raw, err := base64.StdEncoding.DecodeString(e.Auth)
+				if err != nil {
+					return nil, fmt.Errorf("registry credentials for %s in %s: bad auth: %w", k, file, err)
+				}
+				user, pass, ok := strings.Cut(string(raw), ":")
+				if !ok {
+					return nil, fmt.Errorf("registry credentials for %s in %s: auth is not user:password", k, file)
+				}
+				auth.Username, auth.Password = user, pass
+			}
+			return auth, nil
+		}
+	}
+	return nil, nil
+}
