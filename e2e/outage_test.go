@@ -46,6 +46,13 @@ func TestEngineOutage(t *testing.T) {
 	_, calls["RemoveImage"] = s.img.RemoveImage(ctx, &runtimeapi.RemoveImageRequest{Image: spec("e2e/outage:1")})
 	_, calls["ImageFsInfo"] = s.img.ImageFsInfo(ctx, &runtimeapi.ImageFsInfoRequest{})
 	_, calls["Version"] = s.rt.Version(ctx, &runtimeapi.VersionRequest{})
+	_, calls["RunPodSandbox"] = s.rt.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: podConfig("outage")})
+	_, calls["ListPodSandbox"] = s.rt.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{})
+	_, calls["PodSandboxStatus"] = s.rt.PodSandboxStatus(ctx, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: "0123abcd"})
+	_, calls["StopPodSandbox"] = s.rt.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: "0123abcd"})
+	_, calls["ListContainers"] = s.rt.ListContainers(ctx, &runtimeapi.ListContainersRequest{})
+	_, calls["ContainerStatus"] = s.rt.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: "0123abcd"})
+	_, calls["RuntimeConfig"] = s.rt.RuntimeConfig(ctx, &runtimeapi.RuntimeConfigRequest{})
 	for rpc, err := range calls {
 		assert.Check(t, status.Code(err) == codes.Unavailable, "%s with the engine down: %v", rpc, err)
 	}
@@ -69,4 +76,8 @@ func TestEngineOutage(t *testing.T) {
 	st2, err := s.img.ImageStatus(ctx, &runtimeapi.ImageStatusRequest{Image: spec("e2e/outage:1")})
 	assert.NilError(t, err)
 	assert.Check(t, st2.Image != nil)
+	_, err = s.rt.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{})
+	assert.NilError(t, err, "ListPodSandbox after the engine came back")
+	_, err = s.rt.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: "0123abcd"})
+	assert.NilError(t, err, "StopPodSandbox of an unknown sandbox after the engine came back")
 }

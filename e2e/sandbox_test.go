@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"os"
@@ -269,4 +270,65 @@ func TestUpstreamCheckpoint(t *testing.T) {
 	assert.Assert(t, os.IsNotExist(err), "checkpoint not removed: %v", err)
 	_, err = s.rt.PodSandboxStatus(ctx, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: orphan})
 	assert.Equal(t, status.Code(err), codes.NotFound, fmt.Sprint(err))
+}
+
+// TestPodSandboxAfterCrash kills a running pause container behind our back (the
+// engine, the OOM killer): the sandbox is NOTREADY, and stopping and removing it
+// still releases its pod IP and its veth, with the namespace already gone.
+func TestPodSandboxAfterCrash(t *testing.T) {
+	pauseImage(t)
+	pn := newPodNet(t)
+	s := startShim(t, pn.flags(filepath.Join(t.TempDir(), "root"))...)
+	ctx := context.Background()
+	id := runPod(t, s, podConfig("crash"))
+	assert.Check(t, is.Len(pn.leasedIPs(t), 1))
+
+	docker(t, "kill", id)
+	assert.Equal(t, podStatus(t, s, id).GetState(), runtimeapi.PodSandboxState_SANDBOX_NOTREADY)
+	assert.Check(t, is.Len(pn.leasedIPs(t), 1), "nothing has told CNI yet")
+
+	// kubelet's cleanup of a dead sandbox is RemovePodSandbox, with or without a stop first.
+	_, err := s.rt.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: id})
+	assert.NilError(t, err)
+	assert.Check(t, is.Len(pn.leasedIPs(t), 0))
+	out, err := exec.Command("ip", "-o", "link", "show", "master", "dkpin0").Output()
+	assert.NilError(t, err)
+	assert.Check(t, !strings.Contains(string(out), "veth"), "veth left on the bridge:\n%s", out)
+}
+
+// TestPodSandboxWithCrictl checks the sandbox as an operator sees it with crictl.
+func TestPodSandboxWithCrictl(t *testing.T) {
+	pauseImage(t)
+	pn := newPodNet(t)
+	s := startShim(t, pn.flags(filepath.Join(t.TempDir(), "root"))...)
+	id := runPod(t, s, podConfig("crictl"))
+	t.Cleanup(func() { stopAndRemovePod(t, s, id) })
+
+	var pods struct {
+		Items []struct {
+			ID       string `json:"id"`
+			State    string `json:"state"`
+			Metadata struct {
+				Name, Namespace, UID string
+			} `json:"metadata"`
+			Labels map[string]string `json:"labels"`
+		} `json:"items"`
+	}
+	assert.NilError(t, json.Unmarshal([]byte(s.crictl(t, "pods", "-o", "json", "--name", "crictl")), &pods))
+	assert.Assert(t, is.Len(pods.Items, 1))
+	assert.Equal(t, pods.Items[0].ID, id)
+	assert.Equal(t, pods.Items[0].State, "SANDBOX_READY")
+	assert.Equal(t, pods.Items[0].Metadata.Namespace, "e2e")
+	assert.Equal(t, pods.Items[0].Labels["app"], "crictl")
+
+	var inspect struct {
+		Status struct {
+			Network struct {
+				IP string `json:"ip"`
+			} `json:"network"`
+		} `json:"status"`
+	}
+	assert.NilError(t, json.Unmarshal([]byte(s.crictl(t, "inspectp", "-o", "json", id)), &inspect))
+	assert.Equal(t, inspect.Status.Network.IP, podStatus(t, s, id).GetNetwork().GetIp())
+	assert.Assert(t, podSubnet.Contains(net.ParseIP(inspect.Status.Network.IP)))
 }
