@@ -194,15 +194,40 @@ type ContainerFilter struct {
 	Running bool
 }
 
+// TerminalSize is a TTY's size in characters.
+type TerminalSize struct {
+	Width  uint16
+	Height uint16
+}
+
 // ExecOptions describe one command run in a container.
 type ExecOptions struct {
 	Cmd []string
 	Tty bool
-	// Stdin, when set, is copied to the process's standard input.
+	// Stdin, when set, is copied to the process's standard input; its end closes it.
 	Stdin io.Reader
 	// Stdout and Stderr receive the process's output (Stderr is unused with Tty).
 	Stdout io.Writer
 	Stderr io.Writer
+	// Resize, when set with Tty, delivers the client's terminal sizes; each one is
+	// applied to the process's TTY as it arrives.
+	Resize <-chan TerminalSize
+}
+
+// AttachOptions select the streams of a running container's main process to attach to.
+type AttachOptions struct {
+	// Stdin, when set, is copied to the process's standard input (if the container
+	// was created with OpenStdin); its end detaches stdin (and closes it for a
+	// StdinOnce container).
+	Stdin io.Reader
+	// Stdout and Stderr, when set, receive the process's output from now on (with a
+	// TTY all of it goes to Stdout).
+	Stdout io.Writer
+	Stderr io.Writer
+	// Tty tells whether the container has a TTY (its output is then not multiplexed).
+	Tty bool
+	// Resize, when set with Tty, delivers terminal sizes for the container's TTY.
+	Resize <-chan TerminalSize
 }
 
 // LogsOptions select a container's log stream.
@@ -265,6 +290,9 @@ type Containers interface {
 	// Exec runs a command in a running container and returns its exit code. When ctx
 	// ends first the process is killed and ctx's error returned.
 	Exec(ctx context.Context, id string, opts ExecOptions) (int, error)
+	// Attach connects to a running container's main process until its output ends (the
+	// process exits) or ctx ends.
+	Attach(ctx context.Context, id string, opts AttachOptions) error
 	// ContainerLogs copies the container's log lines to opts' writers until the log
 	// ends (or, with Follow, the container stops or ctx ends).
 	ContainerLogs(ctx context.Context, id string, opts LogsOptions) error

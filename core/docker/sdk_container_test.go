@@ -1,13 +1,19 @@
 package docker
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/url"
 	"os/exec"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -496,16 +502,19 @@ func TestUpdateContainerResources(t *testing.T) {
 
 // execEngine is a fake engine that runs one exec "e1" in container "abc": the
 // attach hijacks the connection like the engine (HTTP 101, Upgrade: tcp), reads
-// stdin to its end when asked to, and then sends what output writes; inspect
-// reports running for running polls, then exitCode, with pid.
+// stdin to its end when asked to, and then sends what output writes (or, with
+// session, runs it with stdin as it comes); inspect reports running for running
+// polls, then exitCode, with pid; resize records the sizes asked for.
 type execEngine struct {
 	tty      bool
 	withIn   bool
 	output   func(stdin []byte, stdout, stderr io.Writer)
+	session  func(stdin io.Reader, stdout, stderr io.Writer)
 	hold     bool // keep the stream open until the client closes it
 	running  int
 	exitCode int
 	pid      int
+	resizes  resizeLog
 
 	mu      sync.Mutex
 	created container.ExecOptions
@@ -531,40 +540,124 @@ func (e *execEngine) client(t *testing.T) *SDKClient {
 			e.mu.Unlock()
 			_ = json.NewEncoder(w).Encode(container.ExecInspect{ExecID: "e1", ContainerID: "abc", Running: running, ExitCode: e.exitCode, Pid: e.pid})
 		},
+		"POST /exec/e1/resize": e.resizes.record,
 	})
 }
 
 func (e *execEngine) attach(w http.ResponseWriter, r *http.Request) {
 	defer close(e.done)
-	_, _ = io.Copy(io.Discard, r.Body)
-	if r.Header.Get("Upgrade") != "tcp" {
-		http.Error(w, "not an upgrade", http.StatusBadRequest)
-		return
-	}
-	conn, rw, err := http.NewResponseController(w).Hijack()
-	if err != nil {
+	conn, stdin, stdout, stderr, ok := hijack(w, r, e.tty)
+	if !ok {
 		return
 	}
 	defer conn.Close()
+	switch {
+	case e.session != nil:
+		e.session(stdin, stdout, stderr)
+	case e.output != nil:
+		var in []byte
+		if e.withIn {
+			in, _ = io.ReadAll(stdin)
+		}
+		e.output(in, stdout, stderr)
+	case e.withIn:
+		_, _ = io.Copy(io.Discard, stdin)
+	}
+	if e.hold {
+		_, _ = io.Copy(io.Discard, stdin) // until the client closes the connection
+	}
+}
+
+// hijack answers r as the engine answers an attach: HTTP 101 (Upgrade: tcp) with
+// the stream's media type, then the bare connection. stdin reads what the client
+// sends (EOF at its close-write); stdout and stderr write to the connection,
+// multiplexed unless tty. The caller closes conn.
+func hijack(w http.ResponseWriter, r *http.Request, tty bool) (conn net.Conn, stdin io.Reader, stdout, stderr io.Writer, ok bool) {
+	_, _ = io.Copy(io.Discard, r.Body)
+	if r.Header.Get("Upgrade") != "tcp" {
+		http.Error(w, "not an upgrade", http.StatusBadRequest)
+		return nil, nil, nil, nil, false
+	}
+	conn, rw, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		return nil, nil, nil, nil, false
+	}
 	media := "application/vnd.docker.multiplexed-stream"
-	if e.tty {
+	if tty {
 		media = "application/vnd.docker.raw-stream"
 	}
 	_, _ = rw.WriteString("HTTP/1.1 101 UPGRADED\r\nContent-Type: " + media + "\r\nConnection: Upgrade\r\nUpgrade: tcp\r\n\r\n")
 	_ = rw.Flush()
-	var stdin []byte
-	if e.withIn {
-		stdin, _ = io.ReadAll(rw)
-	}
-	stdout, stderr := io.Writer(conn), io.Writer(conn)
-	if !e.tty {
+	stdout, stderr = conn, conn
+	if !tty {
 		stdout, stderr = stdcopy.NewStdWriter(conn, stdcopy.Stdout), stdcopy.NewStdWriter(conn, stdcopy.Stderr)
 	}
-	if e.output != nil {
-		e.output(stdin, stdout, stderr)
+	return conn, rw, stdout, stderr, true
+}
+
+// resizeLog is an engine's resize endpoint: it records the sizes asked for (query
+// h and w), after answering the first conflicts requests 409 as an engine does
+// for a process that is not running yet.
+type resizeLog struct {
+	conflicts int
+
+	mu       sync.Mutex
+	requests int
+	sizes    []TerminalSize
+}
+
+func (l *resizeLog) record(w http.ResponseWriter, r *http.Request) {
+	h, errH := strconv.ParseUint(r.URL.Query().Get("h"), 10, 16)
+	wd, errW := strconv.ParseUint(r.URL.Query().Get("w"), 10, 16)
+	if errH != nil || errW != nil {
+		http.Error(w, `{"message":"bad size"}`, http.StatusBadRequest)
+		return
 	}
-	if e.hold {
-		_, _ = io.Copy(io.Discard, rw) // until the client closes the connection
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.requests++
+	if l.requests <= l.conflicts {
+		w.WriteHeader(http.StatusConflict)
+		_, _ = w.Write([]byte(`{"message":"container abc is not running"}`))
+		return
+	}
+	l.sizes = append(l.sizes, TerminalSize{Width: uint16(wd), Height: uint16(h)})
+	w.WriteHeader(http.StatusOK)
+}
+
+// wait waits until n sizes were recorded (or a while has passed) and returns them
+// with the number of requests.
+func (l *resizeLog) wait(n int) ([]TerminalSize, int) {
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		l.mu.Lock()
+		sizes, requests := slices.Clone(l.sizes), l.requests
+		l.mu.Unlock()
+		if len(sizes) >= n || time.Now().After(deadline) {
+			return sizes, requests
+		}
+	}
+}
+
+// sendSizes sends sizes on a new unbuffered channel, each after the previous one
+// reached the engine (so none replaces another), and returns the channel.
+func sendSizes(l *resizeLog, sizes ...TerminalSize) chan TerminalSize {
+	ch := make(chan TerminalSize)
+	go func() {
+		for i, s := range sizes {
+			ch <- s
+			l.wait(i + 1)
+		}
+	}()
+	return ch
+}
+
+// assertNotRead checks that nobody reads sizes any more.
+func assertNotRead(t *testing.T, sizes chan<- TerminalSize) {
+	t.Helper()
+	select {
+	case sizes <- TerminalSize{Width: 1, Height: 1}:
+		t.Fatal("a size was read after the call returned")
+	case <-time.After(50 * time.Millisecond):
 	}
 }
 
@@ -859,4 +952,393 @@ func TestBindsAndMounts(t *testing.T) {
 			assert.DeepEqual(t, ms, tc.wantMounts)
 		})
 	}
+}
+
+func TestExecResize(t *testing.T) {
+	e := &execEngine{tty: true}
+	e.session = func(_ io.Reader, stdout, _ io.Writer) {
+		got, _ := e.resizes.wait(2)
+		_, _ = fmt.Fprintf(stdout, "%d sizes\r\n", len(got))
+	}
+	c := e.client(t)
+	sizes := sendSizes(&e.resizes, TerminalSize{Width: 80, Height: 24}, TerminalSize{Width: 120, Height: 40})
+	var stdout bytes.Buffer
+	code, err := c.Exec(context.Background(), "abc", ExecOptions{Cmd: []string{"sh"}, Tty: true, Stdout: &stdout, Resize: sizes})
+	assert.NilError(t, err)
+	assert.Equal(t, code, 0)
+	assert.Equal(t, stdout.String(), "2 sizes\r\n")
+	got, _ := e.resizes.wait(2)
+	assert.DeepEqual(t, got, []TerminalSize{{Width: 80, Height: 24}, {Width: 120, Height: 40}})
+	assertNotRead(t, sizes)
+}
+
+func TestExecWithoutTTYIgnoresResize(t *testing.T) {
+	e := &execEngine{}
+	c := e.client(t)
+	sizes := make(chan TerminalSize)
+	_, err := c.Exec(context.Background(), "abc", ExecOptions{Cmd: []string{"true"}, Resize: sizes})
+	assert.NilError(t, err)
+	assertNotRead(t, sizes)
+	_, requests := e.resizes.wait(0)
+	assert.Equal(t, requests, 0)
+}
+
+// shell is an engine session that answers each line of stdin as it comes, until
+// "exit" or the end of stdin.
+func shell(stdin io.Reader, stdout, _ io.Writer) {
+	lines := bufio.NewScanner(stdin)
+	for lines.Scan() {
+		if lines.Text() == "exit" {
+			return
+		}
+		_, _ = io.WriteString(stdout, "> "+lines.Text()+"\r\n")
+	}
+}
+
+// converse drives shell through run: a command's answer must come while stdin is
+// still open, and "exit" must end run with nil.
+func converse(t *testing.T, run func(stdin io.Reader, stdout io.Writer) error) {
+	t.Helper()
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	defer inW.Close()
+	done := make(chan error, 1)
+	go func() {
+		err := run(inR, outW)
+		_ = outW.Close()
+		done <- err
+	}()
+	out := bufio.NewReader(outR)
+	for _, cmd := range []string{"ls", "pwd"} {
+		_, err := io.WriteString(inW, cmd+"\n")
+		assert.NilError(t, err)
+		line, err := out.ReadString('\n')
+		assert.NilError(t, err)
+		assert.Equal(t, line, "> "+cmd+"\r\n")
+	}
+	_, err := io.WriteString(inW, "exit\n")
+	assert.NilError(t, err)
+	_, _ = io.Copy(io.Discard, out)
+	assert.NilError(t, <-done)
+}
+
+func TestExecInteractive(t *testing.T) {
+	e := &execEngine{tty: true, session: shell}
+	c := e.client(t)
+	converse(t, func(stdin io.Reader, stdout io.Writer) error {
+		_, err := c.Exec(context.Background(), "abc", ExecOptions{Cmd: []string{"sh"}, Tty: true, Stdin: stdin, Stdout: stdout})
+		return err
+	})
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	assert.Assert(t, e.created.AttachStdin && e.created.Tty)
+}
+
+// attachEngine is a fake engine with one container "abc" (with a TTY when tty):
+// inspect reports the states in turn, the last one from then on ("gone" answers
+// 404); attach answers refuse, if set, or hijacks the connection like the engine
+// and runs session with the client's stdin and the container's output streams;
+// resize records the sizes asked for.
+type attachEngine struct {
+	states  []string
+	tty     bool
+	refuse  int
+	session func(stdin io.Reader, stdout, stderr io.Writer)
+	resizes resizeLog
+
+	mu       sync.Mutex
+	inspects int
+	query    url.Values
+	done     chan struct{} // closed when the attach handler returned
+}
+
+func (e *attachEngine) client(t *testing.T) *SDKClient {
+	e.done = make(chan struct{})
+	return routedEngine(t, map[string]http.HandlerFunc{
+		"GET /containers/abc/json": func(w http.ResponseWriter, _ *http.Request) {
+			e.mu.Lock()
+			state := "running"
+			if len(e.states) > 0 {
+				state = e.states[min(e.inspects, len(e.states)-1)]
+			}
+			e.inspects++
+			e.mu.Unlock()
+			if state == "gone" {
+				w.WriteHeader(http.StatusNotFound)
+				_, _ = w.Write([]byte(`{"message":"No such container: abc"}`))
+				return
+			}
+			_ = json.NewEncoder(w).Encode(map[string]any{
+				"Id": "abc",
+				"State": map[string]any{
+					"Status":     state,
+					"Running":    state == "running" || state == "paused" || state == "restarting",
+					"Paused":     state == "paused",
+					"Restarting": state == "restarting",
+				},
+				"Config": map[string]any{"Tty": e.tty},
+			})
+		},
+		"POST /containers/abc/attach": func(w http.ResponseWriter, r *http.Request) {
+			defer close(e.done)
+			e.mu.Lock()
+			e.query = r.URL.Query()
+			e.mu.Unlock()
+			if e.refuse != 0 {
+				w.WriteHeader(e.refuse)
+				_, _ = w.Write([]byte(`{"message":"engine says no"}`))
+				return
+			}
+			conn, stdin, stdout, stderr, ok := hijack(w, r, e.tty)
+			if !ok {
+				return
+			}
+			defer conn.Close()
+			if e.session != nil {
+				e.session(stdin, stdout, stderr)
+			}
+		},
+		"POST /containers/abc/resize": e.resizes.record,
+	})
+}
+
+func TestAttach(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		engine    *attachEngine
+		stdin     string
+		noStderr  bool
+		wantOut   string
+		wantErr   string
+		wantQuery map[string]string
+	}{
+		{
+			name: "demultiplexed output",
+			engine: &attachEngine{session: func(_ io.Reader, stdout, stderr io.Writer) {
+				_, _ = io.WriteString(stdout, "out 1\n")
+				_, _ = io.WriteString(stderr, "err 1\n")
+				_, _ = io.WriteString(stdout, "out 2\n")
+			}},
+			wantOut: "out 1\nout 2\n", wantErr: "err 1\n",
+			wantQuery: map[string]string{"stream": "1", "stdin": "", "stdout": "1", "stderr": "1", "logs": ""},
+		},
+		{
+			name: "tty output is raw",
+			engine: &attachEngine{tty: true, session: func(_ io.Reader, stdout, _ io.Writer) {
+				_, _ = io.WriteString(stdout, "\x01\x00\x00\x00raw\r\n")
+			}},
+			wantOut:   "\x01\x00\x00\x00raw\r\n",
+			wantQuery: map[string]string{"stream": "1", "stdout": "1", "stderr": "1"},
+		},
+		{
+			name: "stdin forwarded and closed",
+			engine: &attachEngine{session: func(stdin io.Reader, stdout, _ io.Writer) {
+				in, _ := io.ReadAll(stdin) // to the client's close-write
+				_, _ = stdout.Write(bytes.ToUpper(in))
+			}},
+			stdin: "hello\n", noStderr: true,
+			wantOut:   "HELLO\n",
+			wantQuery: map[string]string{"stream": "1", "stdin": "1", "stdout": "1", "stderr": ""},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := tc.engine
+			c := e.client(t)
+			var stdout, stderr bytes.Buffer
+			opts := AttachOptions{Tty: e.tty, Stdout: &stdout}
+			if !tc.noStderr {
+				opts.Stderr = &stderr
+			}
+			if tc.stdin != "" {
+				opts.Stdin = strings.NewReader(tc.stdin)
+			}
+			assert.NilError(t, c.Attach(context.Background(), "abc", opts))
+			assert.Equal(t, stdout.String(), tc.wantOut)
+			assert.Equal(t, stderr.String(), tc.wantErr)
+			<-e.done
+			e.mu.Lock()
+			defer e.mu.Unlock()
+			for k, v := range tc.wantQuery {
+				assert.Equal(t, e.query.Get(k), v, "query %s", k)
+			}
+		})
+	}
+}
+
+func TestAttachInteractive(t *testing.T) {
+	e := &attachEngine{tty: true, session: shell}
+	c := e.client(t)
+	converse(t, func(stdin io.Reader, stdout io.Writer) error {
+		return c.Attach(context.Background(), "abc", AttachOptions{Tty: true, Stdin: stdin, Stdout: stdout})
+	})
+}
+
+func TestAttachResize(t *testing.T) {
+	e := &attachEngine{tty: true, resizes: resizeLog{conflicts: 2}}
+	e.session = func(_ io.Reader, stdout, _ io.Writer) {
+		got, _ := e.resizes.wait(2)
+		_, _ = fmt.Fprintf(stdout, "%d sizes\r\n", len(got))
+	}
+	c := e.client(t)
+	sizes := sendSizes(&e.resizes, TerminalSize{Width: 80, Height: 24}, TerminalSize{Width: 120, Height: 40})
+	var stdout bytes.Buffer
+	assert.NilError(t, c.Attach(context.Background(), "abc", AttachOptions{Tty: true, Stdout: &stdout, Resize: sizes}))
+	assert.Equal(t, stdout.String(), "2 sizes\r\n")
+	got, requests := e.resizes.wait(2)
+	// The first size was refused twice (the process not running yet), then applied.
+	assert.DeepEqual(t, got, []TerminalSize{{Width: 80, Height: 24}, {Width: 120, Height: 40}})
+	assert.Equal(t, requests, 4)
+	assertNotRead(t, sizes)
+}
+
+func TestAttachErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		engine  *attachEngine
+		kind    func(error) bool
+		message string
+	}{
+		{
+			name:    "missing container",
+			engine:  &attachEngine{states: []string{"gone"}},
+			kind:    cerrdefs.IsNotFound,
+			message: "No such container: abc",
+		},
+		{
+			name:    "stopped container",
+			engine:  &attachEngine{states: []string{"exited"}},
+			kind:    cerrdefs.IsFailedPrecondition,
+			message: "container is not running (exited)",
+		},
+		{
+			name:    "paused container",
+			engine:  &attachEngine{states: []string{"paused"}},
+			kind:    cerrdefs.IsFailedPrecondition,
+			message: "container is paused",
+		},
+		{
+			name:    "stopped before the attach: the engine answers 409",
+			engine:  &attachEngine{states: []string{"running", "exited"}, refuse: http.StatusConflict},
+			kind:    cerrdefs.IsFailedPrecondition,
+			message: "409",
+		},
+		{
+			name:    "removed before the attach",
+			engine:  &attachEngine{states: []string{"running", "gone"}, refuse: http.StatusNotFound},
+			kind:    cerrdefs.IsNotFound,
+			message: "404",
+		},
+		{
+			name:    "attach refused for another reason",
+			engine:  &attachEngine{refuse: http.StatusInternalServerError},
+			kind:    cerrdefs.IsUnknown,
+			message: "500",
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := tc.engine.client(t)
+			err := c.Attach(context.Background(), "abc", AttachOptions{Stdout: io.Discard})
+			assert.Assert(t, err != nil)
+			assert.Assert(t, tc.kind(err), "%v", err)
+			assert.Assert(t, strings.HasPrefix(err.Error(), "attach to container abc: "), err.Error())
+			assert.Assert(t, is.Contains(err.Error(), tc.message))
+		})
+	}
+}
+
+func TestAttachContextEnds(t *testing.T) {
+	e := &attachEngine{tty: true, session: func(stdin io.Reader, stdout, _ io.Writer) {
+		_, _ = io.WriteString(stdout, "started\r\n")
+		_, _ = io.Copy(io.Discard, stdin) // until the client closes the connection
+	}}
+	c := e.client(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	sizes := make(chan TerminalSize) // never closed
+	// stdin never ends: its copy stays blocked in Read after Attach returned.
+	stdinR, stdinW := io.Pipe()
+	defer stdinW.Close()
+	var stdout syncBuffer
+	err := c.Attach(ctx, "abc", AttachOptions{Tty: true, Stdin: stdinR, Stdout: &stdout, Resize: sizes})
+	assert.Assert(t, errors.Is(err, context.DeadlineExceeded), "%v", err)
+	assert.Assert(t, strings.HasPrefix(err.Error(), "attach to container abc: "), err.Error())
+	assert.Equal(t, stdout.String(), "started\r\n")
+	select {
+	case <-e.done: // Attach closed the hijacked connection
+	case <-time.After(10 * time.Second):
+		t.Fatal("the hijacked connection stayed open")
+	}
+	assertNotRead(t, sizes)
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent use.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func TestApplyResizes(t *testing.T) {
+	conflict := fmt.Errorf("not running yet: %w", cerrdefs.ErrConflict)
+	for _, tc := range []struct {
+		name      string
+		fail      []error // the answers to the first calls
+		wantCalls int
+	}{
+		{name: "applied", wantCalls: 1},
+		{name: "conflicts are tried again", fail: []error{conflict, conflict}, wantCalls: 3},
+		{name: "other errors are dropped", fail: []error{errors.New("no tty")}, wantCalls: 1},
+		{name: "conflicts are tried a few times only", fail: slices.Repeat([]error{conflict}, resizeAttempts+5), wantCalls: resizeAttempts},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var mu sync.Mutex
+			var calls []container.ResizeOptions
+			sizes := make(chan TerminalSize)
+			stop := applyResizes(context.Background(), sizes, func(_ context.Context, size container.ResizeOptions) error {
+				mu.Lock()
+				defer mu.Unlock()
+				calls = append(calls, size)
+				if n := len(calls); n <= len(tc.fail) {
+					return tc.fail[n-1]
+				}
+				return nil
+			})
+			sizes <- TerminalSize{Width: 80, Height: 24}
+			for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+				mu.Lock()
+				n := len(calls)
+				mu.Unlock()
+				if n >= tc.wantCalls {
+					break
+				}
+			}
+			time.Sleep(3 * resizeRetryInterval) // room for a retry too many
+			stop()
+			mu.Lock()
+			defer mu.Unlock()
+			assert.Equal(t, len(calls), tc.wantCalls)
+			for _, c := range calls {
+				assert.Equal(t, c, container.ResizeOptions{Width: 80, Height: 24})
+			}
+		})
+	}
+}
+
+func TestApplyResizesStopsWhileSizesOpen(t *testing.T) {
+	sizes := make(chan TerminalSize)
+	stop := applyResizes(context.Background(), sizes, func(context.Context, container.ResizeOptions) error { return nil })
+	sizes <- TerminalSize{Width: 1, Height: 1}
+	stop()
+	assertNotRead(t, sizes)
 }

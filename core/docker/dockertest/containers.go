@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -25,6 +26,8 @@ type fakeContainer struct {
 	details docker.ContainerDetails
 	logs    []logLine
 	stats   *docker.ContainerStats
+	// resizes are the TTY sizes applied to the main process (Attach) and its execs.
+	resizes []docker.TerminalSize
 }
 
 // logLine is one line of a container's log.
@@ -261,6 +264,8 @@ func (f *Fake) SetExecHandler(h func(id string, opts docker.ExecOptions) (int, e
 
 // Exec implements docker.Client with the handler set by SetExecHandler. When ctx
 // ends before the handler returns, Exec returns ctx's error (the handler goes on).
+// With Tty, the sizes from opts.Resize are recorded (see Resizes) until Exec
+// returns; the handler gets a nil Resize.
 func (f *Fake) Exec(ctx context.Context, id string, opts docker.ExecOptions) (int, error) {
 	f.mu.Lock()
 	if err := f.check(ctx, "Exec"); err != nil {
@@ -280,6 +285,10 @@ func (f *Fake) Exec(ctx context.Context, id string, opts docker.ExecOptions) (in
 	handler := f.execHandler
 	cid := c.details.ID
 	f.mu.Unlock()
+	if opts.Tty && opts.Resize != nil {
+		defer f.recordResizes(ctx, c, opts.Resize)()
+	}
+	opts.Resize = nil
 	if handler == nil {
 		return 0, nil
 	}
@@ -298,6 +307,161 @@ func (f *Fake) Exec(ctx context.Context, id string, opts docker.ExecOptions) (in
 	case <-ctx.Done():
 		return -1, ctx.Err()
 	}
+}
+
+// SetAttachHandler makes Attach run h (nil restores the default: with both Stdin
+// and Stdout set, stdin is echoed to stdout until it ends; Attach also ends when
+// the container stops or is removed, or ctx ends). h runs without the fake's lock
+// held; it may read opts.Stdin and write to opts' writers. It gets a nil Resize:
+// the fake records the sizes itself (see Resizes).
+func (f *Fake) SetAttachHandler(h func(id string, opts docker.AttachOptions) error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.attachHandler = h
+}
+
+// Attach implements docker.Client with the handler set by SetAttachHandler, for a
+// running container: a missing one is NotFound, one not running FailedPrecondition.
+// When ctx ends before the handler returns, Attach returns ctx's error (the handler
+// goes on). With Tty, the sizes from opts.Resize are recorded (see Resizes) until
+// Attach returns.
+func (f *Fake) Attach(ctx context.Context, id string, opts docker.AttachOptions) error {
+	op := "attach to container " + id
+	f.mu.Lock()
+	if err := f.check(ctx, "Attach"); err != nil {
+		f.mu.Unlock()
+		return err
+	}
+	c := f.container(id)
+	if c == nil {
+		f.mu.Unlock()
+		return noSuchContainer("attach to container", id)
+	}
+	if c.details.State != docker.StateRunning {
+		state := c.details.State
+		f.mu.Unlock()
+		return fmt.Errorf("%s: container is not running (%s): %w", op, state, cerrdefs.ErrFailedPrecondition)
+	}
+	handler := f.attachHandler
+	cid := c.details.ID
+	f.mu.Unlock()
+	if opts.Tty && opts.Resize != nil {
+		defer f.recordResizes(ctx, c, opts.Resize)()
+	}
+	opts.Resize = nil
+
+	if handler == nil {
+		return f.echoUntilStopped(ctx, op, c, opts)
+	}
+	done := make(chan error, 1)
+	go func() { done <- handler(cid, opts) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("%s: %w", op, ctx.Err())
+	}
+}
+
+// echoUntilStopped is the default attach: it copies opts.Stdin to opts.Stdout, if
+// both are set, until stdin ends, and otherwise waits; either ends early when
+// container c stops or is removed (nil) or ctx ends. Nothing is written to
+// opts.Stdout after it returned (the copy may stay blocked in a Read of opts.Stdin
+// until that returns).
+func (f *Fake) echoUntilStopped(ctx context.Context, op string, c *fakeContainer, opts docker.AttachOptions) error {
+	var copied chan error // nil, never ready, without an echo
+	if opts.Stdin != nil && opts.Stdout != nil {
+		out := &closableWriter{w: opts.Stdout}
+		defer out.close()
+		copied = make(chan error, 1)
+		go func() {
+			_, err := io.Copy(out, opts.Stdin)
+			copied <- err
+		}()
+	}
+	for {
+		f.mu.Lock()
+		running := c.details.State == docker.StateRunning && f.containers[c.details.ID] == c
+		changed := f.changed
+		f.mu.Unlock()
+		if !running {
+			return nil
+		}
+		select {
+		case err := <-copied:
+			if err != nil {
+				return fmt.Errorf("%s: %w", op, err)
+			}
+			return nil
+		case <-changed:
+		case <-ctx.Done():
+			return fmt.Errorf("%s: %w", op, ctx.Err())
+		}
+	}
+}
+
+// closableWriter writes to w until closed, and then fails with io.ErrClosedPipe.
+type closableWriter struct {
+	mu     sync.Mutex
+	w      io.Writer
+	closed bool
+}
+
+func (cw *closableWriter) Write(p []byte) (int, error) {
+	cw.mu.Lock()
+	defer cw.mu.Unlock()
+	if cw.closed {
+		return 0, io.ErrClosedPipe
+	}
+	return cw.w.Write(p)
+}
+
+func (cw *closableWriter) close() {
+	cw.mu.Lock()
+	defer cw.mu.Unlock()
+	cw.closed = true
+}
+
+// recordResizes records each size from sizes for container c until sizes is
+// closed, ctx ends or the returned stop is called; stop waits for the recording
+// to end, so every size received before it is recorded.
+func (f *Fake) recordResizes(ctx context.Context, c *fakeContainer, sizes <-chan docker.TerminalSize) (stop func()) {
+	quit := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case size, ok := <-sizes:
+				if !ok {
+					return
+				}
+				f.mu.Lock()
+				c.resizes = append(c.resizes, size)
+				f.mu.Unlock()
+			case <-quit:
+				return
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return func() {
+		close(quit)
+		<-done
+	}
+}
+
+// Resizes returns the TTY sizes applied to container id's main process (through
+// Attach) and to its execs, in order; nil when there is no such container.
+func (f *Fake) Resizes(id string) []docker.TerminalSize {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	c := f.container(id)
+	if c == nil {
+		return nil
+	}
+	return slices.Clone(c.resizes)
 }
 
 // AppendLog adds line to container id's log on stream ("stdout" or "stderr") at t;

@@ -490,6 +490,9 @@ func TestContainerInjectedErrors(t *testing.T) {
 			_, err := f.Exec(ctx, id, docker.ExecOptions{Cmd: []string{"true"}})
 			return err
 		},
+		"Attach": func(ctx context.Context) error {
+			return f.Attach(ctx, id, docker.AttachOptions{Stdin: strings.NewReader(""), Stdout: io.Discard})
+		},
 		"ContainerLogs": func(ctx context.Context) error {
 			return f.ContainerLogs(ctx, id, docker.LogsOptions{Stdout: io.Discard})
 		},
@@ -522,4 +525,167 @@ func TestContainerInjectedErrors(t *testing.T) {
 	d, err := f.InspectContainer(context.Background(), id)
 	assert.NilError(t, err)
 	assert.Equal(t, d.State, docker.StateRunning)
+}
+
+func TestAttach(t *testing.T) {
+	ctx := context.Background()
+	f := withPause()
+	id := create(t, f, docker.ContainerSpec{Name: "c", OpenStdin: true})
+
+	err := f.Attach(ctx, id, docker.AttachOptions{Stdout: io.Discard})
+	assert.Assert(t, cerrdefs.IsFailedPrecondition(err), "created, not running: %v", err)
+	assert.ErrorContains(t, err, "attach to container "+id+": container is not running (created)")
+	err = f.Attach(ctx, "missing", docker.AttachOptions{Stdout: io.Discard})
+	assert.Assert(t, cerrdefs.IsNotFound(err), "%v", err)
+	assert.NilError(t, f.StartContainer(ctx, id))
+
+	// The default echoes stdin to stdout until it ends.
+	var stdout bytes.Buffer
+	assert.NilError(t, f.Attach(ctx, id[:12], docker.AttachOptions{Stdin: strings.NewReader("hello\n"), Stdout: &stdout}))
+	assert.Equal(t, stdout.String(), "hello\n")
+
+	// Without stdin it lasts until ctx ends...
+	tctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	err = f.Attach(tctx, id, docker.AttachOptions{Stdout: io.Discard})
+	assert.Assert(t, errors.Is(err, context.DeadlineExceeded), "%v", err)
+
+	var gotID string
+	f.SetAttachHandler(func(id string, opts docker.AttachOptions) error {
+		gotID = id
+		in, _ := io.ReadAll(opts.Stdin)
+		_, _ = fmt.Fprintf(opts.Stdout, "out:%s", in)
+		_, _ = io.WriteString(opts.Stderr, "warning")
+		if opts.Resize != nil {
+			return errors.New("the handler got the sizes")
+		}
+		return nil
+	})
+	var stderr bytes.Buffer
+	stdout.Reset()
+	err = f.Attach(ctx, "c", docker.AttachOptions{Stdin: strings.NewReader("in"), Stdout: &stdout, Stderr: &stderr, Tty: true, Resize: make(chan docker.TerminalSize)})
+	assert.NilError(t, err)
+	assert.Equal(t, gotID, id, "the handler gets the full ID")
+	assert.Equal(t, stdout.String(), "out:in")
+	assert.Equal(t, stderr.String(), "warning")
+
+	f.SetAttachHandler(func(string, docker.AttachOptions) error { return errors.New("attach broke") })
+	assert.ErrorContains(t, f.Attach(ctx, id, docker.AttachOptions{Stdout: io.Discard}), "attach broke")
+
+	release := make(chan struct{})
+	defer close(release)
+	f.SetAttachHandler(func(string, docker.AttachOptions) error {
+		<-release
+		return nil
+	})
+	tctx, cancel = context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	err = f.Attach(tctx, id, docker.AttachOptions{Stdout: io.Discard})
+	assert.Assert(t, errors.Is(err, context.DeadlineExceeded), "%v", err)
+
+	f.SetAttachHandler(nil)
+	stdout.Reset()
+	assert.NilError(t, f.Attach(ctx, id, docker.AttachOptions{Stdin: strings.NewReader("again"), Stdout: &stdout}))
+	assert.Equal(t, stdout.String(), "again")
+}
+
+// attachInBackground runs Attach with opts and returns its result channel once the
+// fake has accepted the call (it counts it while finding the container running).
+func attachInBackground(f *dockertest.Fake, id string, opts docker.AttachOptions) <-chan error {
+	calls := f.Calls("Attach")
+	done := make(chan error, 1)
+	go func() { done <- f.Attach(context.Background(), id, opts) }()
+	for deadline := time.Now().Add(10 * time.Second); f.Calls("Attach") == calls && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+	return done
+}
+
+func TestAttachEndsWhenContainerStops(t *testing.T) {
+	ctx := context.Background()
+	f := withPause()
+	id := create(t, f, docker.ContainerSpec{Name: "c", OpenStdin: true})
+	assert.NilError(t, f.StartContainer(ctx, id))
+
+	// Waiting without stdin, and echoing a stdin that stays open, both end with the process.
+	stdinR, stdinW := io.Pipe()
+	defer stdinW.Close()
+	var stdout bytes.Buffer
+	waiting := attachInBackground(f, id, docker.AttachOptions{Stdout: io.Discard, Stderr: io.Discard})
+	echoing := attachInBackground(f, id, docker.AttachOptions{Stdin: stdinR, Stdout: &stdout})
+	f.SetContainerState(id, docker.StateExited, 137)
+	for _, done := range []<-chan error{waiting, echoing} {
+		select {
+		case err := <-done:
+			assert.NilError(t, err)
+		case <-time.After(10 * time.Second):
+			t.Fatal("attach outlived the container's process")
+		}
+	}
+	// The echo's stdin copy writes nothing after Attach returned.
+	_, err := io.WriteString(stdinW, "late")
+	assert.NilError(t, err)
+	assert.Equal(t, stdout.Len(), 0)
+
+	assert.NilError(t, f.StartContainer(ctx, id))
+	removed := attachInBackground(f, id, docker.AttachOptions{Stdout: io.Discard})
+	assert.NilError(t, f.RemoveContainer(ctx, id))
+	select {
+	case err := <-removed:
+		assert.NilError(t, err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("attach outlived the container")
+	}
+}
+
+// waitForResizes waits until container id has n sizes recorded and returns them.
+func waitForResizes(f *dockertest.Fake, id string, n int) []docker.TerminalSize {
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		if got := f.Resizes(id); len(got) >= n || time.Now().After(deadline) {
+			return got
+		}
+	}
+}
+
+func TestResizes(t *testing.T) {
+	ctx := context.Background()
+	f := withPause()
+	id := create(t, f, docker.ContainerSpec{Name: "c", Tty: true})
+	assert.NilError(t, f.StartContainer(ctx, id))
+	assert.Assert(t, f.Resizes(id) == nil)
+	assert.Assert(t, f.Resizes("missing") == nil)
+
+	// Attach and exec sizes are recorded in order while the call lasts.
+	f.SetAttachHandler(func(id string, _ docker.AttachOptions) error {
+		waitForResizes(f, id, 2)
+		return nil
+	})
+	f.SetExecHandler(func(id string, _ docker.ExecOptions) (int, error) {
+		waitForResizes(f, id, 3)
+		return 0, nil
+	})
+	sizes := make(chan docker.TerminalSize)
+	go func() {
+		sizes <- docker.TerminalSize{Width: 80, Height: 24}
+		sizes <- docker.TerminalSize{Width: 100, Height: 30}
+	}()
+	assert.NilError(t, f.Attach(ctx, id, docker.AttachOptions{Tty: true, Stdout: io.Discard, Resize: sizes}))
+	assert.DeepEqual(t, f.Resizes(id), []docker.TerminalSize{{Width: 80, Height: 24}, {Width: 100, Height: 30}})
+	go func() { sizes <- docker.TerminalSize{Width: 120, Height: 40} }()
+	_, err := f.Exec(ctx, "c", docker.ExecOptions{Cmd: []string{"sh"}, Tty: true, Resize: sizes})
+	assert.NilError(t, err)
+	assert.DeepEqual(t, f.Resizes(id), []docker.TerminalSize{{Width: 80, Height: 24}, {Width: 100, Height: 30}, {Width: 120, Height: 40}})
+
+	// Nothing reads the sizes once the call returned, nor without a TTY.
+	f.SetAttachHandler(nil)
+	f.SetExecHandler(nil)
+	_, err = f.Exec(ctx, id, docker.ExecOptions{Cmd: []string{"true"}, Resize: sizes})
+	assert.NilError(t, err)
+	assert.NilError(t, f.Attach(ctx, id, docker.AttachOptions{Stdin: strings.NewReader(""), Stdout: io.Discard, Resize: sizes}))
+	select {
+	case sizes <- docker.TerminalSize{Width: 1, Height: 1}:
+		t.Fatal("a size was read after the call returned")
+	case <-time.After(50 * time.Millisecond):
+	}
+	assert.Equal(t, len(f.Resizes(id)), 3)
 }

@@ -40,6 +40,8 @@ type Fake struct {
 	pidSeq       int                       // container starts: fake pids
 	execHandler  func(id string, opts docker.ExecOptions) (int, error)
 	changed      chan struct{} // closed and replaced whenever a container or its log changes
+
+	attachHandler func(id string, opts docker.AttachOptions) error // set by SetAttachHandler (containers.go)
 }
 
 // subscriber is one open event stream.
