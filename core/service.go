@@ -62,6 +62,8 @@ type Config struct {
 	Checkpoints Checkpoints
 	// Logs copies container output into CRI log files; nil leaves logs to the engine only.
 	Logs LogCopier
+	// Streaming serves exec, attach and port-forward; nil answers them Unimplemented.
+	Streaming Streamer
 }
 
 // Checkpoints stores sandbox checkpoints (implemented by checkpoint.Store).

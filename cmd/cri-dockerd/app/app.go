@@ -20,6 +20,7 @@ import (
 	"github.com/dockpin/cri-dockerd/core/imagecache"
 	"github.com/dockpin/cri-dockerd/core/logs"
 	"github.com/dockpin/cri-dockerd/core/network"
+	"github.com/dockpin/cri-dockerd/core/streaming"
 	"github.com/dockpin/cri-dockerd/pinning"
 )
 
@@ -131,6 +132,20 @@ func run(opts *Options, log *logrus.Logger) error {
 	logCopier := logs.NewManager(client, logs.Config{}, log.WithField("component", "logs"))
 	defer logCopier.Close()
 	svcCfg.Logs = logCopier
+	streamCfg := streaming.DefaultConfig()
+	streamCfg.Addr = opts.StreamingBindAddr
+	streams, err := streaming.New(streamCfg, client, log.WithField("component", "streaming"))
+	if err != nil {
+		return err
+	}
+	defer func() { _ = streams.Close() }()
+	go func() {
+		if err := streams.Serve(); err != nil {
+			log.WithError(err).Error("streaming server stopped")
+		}
+	}()
+	log.WithField("address", streams.Addr()).Info("serving exec, attach and port-forward streams")
+	svcCfg.Streaming = streams
 	if ctrd != nil && opts.PreservePinOnPull {
 		svcCfg.PinKeeper = ctrd
 	}

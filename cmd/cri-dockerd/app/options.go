@@ -12,6 +12,7 @@ import (
 	"github.com/dockpin/cri-dockerd/pinning"
 
 	"github.com/dockpin/cri-dockerd/core/network"
+	"github.com/dockpin/cri-dockerd/core/streaming"
 )
 
 // Options are the command-line options, with upstream cri-dockerd's names and defaults.
@@ -44,7 +45,7 @@ type Options struct {
 	ImagePullProgressDeadline time.Duration `json:"imagePullProgressDeadline"`
 	// RuntimeRequestTimeout bounds every non-streaming, non-pull request (0 = 2m minus 1s).
 	RuntimeRequestTimeout time.Duration `json:"runtimeRequestTimeout"`
-	// StreamingBindAddr is the streaming server's address ("" = all addresses, random port).
+	// StreamingBindAddr is the streaming server's address: an IP (random port) or IP:port; "" = 127.0.0.1, random port.
 	StreamingBindAddr string `json:"streamingBindAddr"`
 	// RuntimeCgroups is the cgroup to run the runtime in.
 	RuntimeCgroups string `json:"runtimeCgroups"`
@@ -131,7 +132,7 @@ func (o *Options) flagSet() *pflag.FlagSet {
 	fs.BoolVar(&o.IPv6DualStack, "ipv6-dual-stack", o.IPv6DualStack, "Enable IPv6 dual stack support.")
 	fs.DurationVar(&o.ImagePullProgressDeadline, "image-pull-progress-deadline", o.ImagePullProgressDeadline, "If no pulling progress is made before this deadline, the image pulling will be cancelled.")
 	fs.DurationVar(&o.RuntimeRequestTimeout, "runtime-request-timeout", o.RuntimeRequestTimeout, "If no runtime progress is made before this deadline, the operation will be cancelled (0 = 2m minus 1s).")
-	fs.StringVar(&o.StreamingBindAddr, "streaming-bind-addr", o.StreamingBindAddr, "The address to bind the CRI streaming server to. If not specified, it will bind to all addresses.")
+	fs.StringVar(&o.StreamingBindAddr, "streaming-bind-addr", o.StreamingBindAddr, "The address (IP or IP:port) to bind the CRI streaming server (exec, attach, port-forward) to. If not specified, 127.0.0.1 with a random port: kubelet proxies streams from the same node.")
 	fs.StringVar(&o.RuntimeCgroups, "runtime-cgroups", o.RuntimeCgroups, "Optional absolute name of cgroups to create and run the runtime in.")
 	fs.StringVar(&o.LogLevel, "log-level", o.LogLevel, "The log level: panic, fatal, error, warn, info, debug or trace.")
 	fs.StringSliceVar(&o.PinnedImages, "pinned-images", o.PinnedImages, "Images that image garbage collection must keep: repo:tag, repo@digest, a bare repo (every tag), prefix* or *keyword*. Repeatable, comma-separated.")
@@ -169,6 +170,9 @@ func (o *Options) Validate() error {
 		errs = append(errs, errors.New(`--network-plugin kubenet (deprecated upstream) is not supported: use cni with a bridge configuration, or "" for Docker's bridge`))
 	default:
 		errs = append(errs, fmt.Errorf("--network-plugin %q: must be cni or empty", o.NetworkPlugin))
+	}
+	if err := (streaming.Config{Addr: o.StreamingBindAddr}).Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("--streaming-bind-addr %q: %w", o.StreamingBindAddr, err))
 	}
 	switch o.HairpinMode {
 	case "none", "promiscuous-bridge", "hairpin-veth":

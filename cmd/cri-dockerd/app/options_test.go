@@ -80,10 +80,11 @@ func TestValidateNamesEveryProblem(t *testing.T) {
 	opts.RuntimeEndpoint = "npipe:////./pipe/x"
 	opts.NetworkPlugin = "flannel"
 	opts.HairpinMode = "sideways"
+	opts.StreamingBindAddr = "not-an-address"
 	opts.LogLevel = "loud"
 	opts.PinnedImages = []string{"ok:1", "bad*pattern*here"}
 	err := opts.Validate()
-	for _, want := range []string{"--container-runtime-endpoint", "flannel", "sideways", "loud", "bad*pattern*here"} {
+	for _, want := range []string{"--container-runtime-endpoint", "flannel", "sideways", "loud", "bad*pattern*here", "--streaming-bind-addr"} {
 		assert.Check(t, is.ErrorContains(err, want))
 	}
 }

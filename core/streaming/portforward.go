@@ -1,0 +1,113 @@
+package streaming
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/sirupsen/logrus"
+
+	"github.com/dockpin/cri-dockerd/core/docker"
+)
+
+// dialTimeout bounds one connection attempt to the pod's port.
+const dialTimeout = 5 * time.Second
+
+// PortForward connects stream to port on the loopback of the pod sandbox's network
+// namespace (127.0.0.1 first, then ::1) and copies both ways: the client's end of
+// input half-closes the connection to the pod, and the pod's end of output ends the
+// forward. The library closes stream when PortForward returns.
+func (r *runtime) PortForward(ctx context.Context, podSandboxID string, port int32, stream io.ReadWriteCloser) error {
+	ctx, done, err := r.start(ctx)
+	if err != nil {
+		return err
+	}
+	defer done()
+	log := r.log.WithFields(logrus.Fields{"pod_sandbox": podSandboxID, "port": port})
+
+	if port <= 0 || port > 65535 {
+		return fmt.Errorf("port %d is not a TCP port: %w", port, cerrdefs.ErrInvalidArgument)
+	}
+	sb, err := r.engine.InspectContainer(ctx, podSandboxID)
+	if err != nil {
+		return fmt.Errorf("port-forward to pod sandbox %s: %w", podSandboxID, err)
+	}
+	if sb.State != docker.StateRunning || sb.Pid <= 0 {
+		return fmt.Errorf("port-forward to pod sandbox %s: it is not running (%s): %w", podSandboxID, sb.State, cerrdefs.ErrFailedPrecondition)
+	}
+	conn, err := dialInNetns(ctx, fmt.Sprintf("/proc/%d/ns/net", sb.Pid), port)
+	if err != nil {
+		return fmt.Errorf("port-forward to pod sandbox %s port %d: %w", podSandboxID, port, err)
+	}
+	log.Debug("port-forward started")
+	err = pipe(ctx, conn, stream)
+	if err != nil {
+		log.WithError(err).Debug("port-forward ended with an error")
+		return fmt.Errorf("port-forward to pod sandbox %s port %d: %w", podSandboxID, port, err)
+	}
+	log.Debug("port-forward ended")
+	return nil
+}
+
+// dialLoopback connects to port on 127.0.0.1, then on ::1, in the calling
+// thread's network namespace. The addresses are literal and tried one after the
+// other: no resolver, and no parallel dials from other threads (which would run in
+// another namespace).
+func dialLoopback(ctx context.Context, port int32) (net.Conn, error) {
+	d := net.Dialer{Timeout: dialTimeout}
+	p := fmt.Sprint(port)
+	conn, err4 := d.DialContext(ctx, "tcp4", net.JoinHostPort("127.0.0.1", p))
+	if err4 == nil {
+		return conn, nil
+	}
+	conn, err6 := d.DialContext(ctx, "tcp6", net.JoinHostPort("::1", p))
+	if err6 == nil {
+		return conn, nil
+	}
+	return nil, fmt.Errorf("%w; %w", err4, err6)
+}
+
+// pipe copies between conn and stream until the pod's side (conn) has no more
+// output or ctx ends; the end of the client's input only half-closes conn, so that
+// the pod still answers (as a direct TCP connection would). It closes conn and
+// stream before returning. A copy still blocked reading the stream returns once the
+// client has seen the stream's end and removed it, or with the stream connection.
+func pipe(ctx context.Context, conn net.Conn, stream io.ReadWriteCloser) error {
+	toPod := make(chan error, 1)
+	go func() {
+		_, err := io.Copy(conn, stream)
+		if err == nil {
+			// The client has no more to send: tell the pod, keep reading its answer.
+			if hc, ok := conn.(interface{ CloseWrite() error }); ok {
+				err = hc.CloseWrite()
+			}
+		}
+		toPod <- err
+	}()
+	fromPod := make(chan error, 1)
+	go func() {
+		_, err := io.Copy(stream, conn)
+		fromPod <- err
+	}()
+
+	var err error
+	select {
+	case err = <-fromPod:
+	case err = <-toPod:
+		if err == nil {
+			select {
+			case err = <-fromPod:
+			case <-ctx.Done():
+				err = ctx.Err()
+			}
+		}
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	_ = conn.Close()
+	_ = stream.Close()
+	return err
+}

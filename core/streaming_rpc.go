@@ -1,0 +1,50 @@
+package core
+
+import (
+	"context"
+	"fmt"
+
+	cerrdefs "github.com/containerd/errdefs"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/dockpin/cri-dockerd/core/docker"
+)
+
+// Streamer hands out the URLs of exec, attach and port-forward streams and serves
+// them (implemented by streaming.Server).
+type Streamer interface {
+	GetExec(req *runtimeapi.ExecRequest) (*runtimeapi.ExecResponse, error)
+	GetAttach(req *runtimeapi.AttachRequest) (*runtimeapi.AttachResponse, error)
+	GetPortForward(req *runtimeapi.PortForwardRequest) (*runtimeapi.PortForwardResponse, error)
+}
+
+// streamer returns the streaming server, Unimplemented without one.
+func (s *Service) streamer() (Streamer, error) {
+	if s.cfg.Streaming == nil {
+		return nil, fmt.Errorf("streaming is not enabled: %w", cerrdefs.ErrNotImplemented)
+	}
+	return s.cfg.Streaming, nil
+}
+
+// runningContainer returns container id when it runs; FailedPrecondition otherwise.
+func (s *Service) runningContainer(ctx context.Context, id string) (docker.ContainerDetails, error) {
+	c, err := s.containerInspect(ctx, id)
+	if err != nil {
+		return c, err
+	}
+	if c.State != docker.StateRunning {
+		return c, fmt.Errorf("container %s is not running (%s): %w", c.ID, c.State, cerrdefs.ErrFailedPrecondition)
+	}
+	return c, nil
+}
+
+// checkStreams enforces the CRI's rules for the streams of an exec or attach.
+func checkStreams(stdin, stdout, stderr, tty bool) error {
+	switch {
+	case !stdin && !stdout && !stderr:
+		return fmt.Errorf("one of stdin, stdout and stderr must be requested: %w", cerrdefs.ErrInvalidArgument)
+	case tty && stderr:
+		return fmt.Errorf("a tty has no separate stderr: ask for stdout only: %w", cerrdefs.ErrInvalidArgument)
+	}
+	return nil
+}
