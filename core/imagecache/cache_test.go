@@ -195,6 +195,23 @@ func TestCacheReadYourWrites(t *testing.T) {
 	assert.Check(t, view(list)[id(1)] == "", "removed image must be gone at once")
 }
 
+// An image removed by another client between the pull and the cache's refresh: the
+// pull still succeeded, and the index agrees with the engine that it is gone.
+func TestCachePullOfAnImageRemovedAtOnce(t *testing.T) {
+	fake := dockertest.New()
+	fake.AddRemote("pulled:1", img(5))
+	c := startCache(t, fake, fastConfig())
+	waitConsistent(t, c, fake)
+	ctx := context.Background()
+	fake.InjectError("InspectImage", fmt.Errorf("no such image: %w", cerrdefs.ErrNotFound)) // as if removed
+	assert.NilError(t, c.PullImage(ctx, "pulled:1", docker.PullOptions{}))
+	fake.InjectError("InspectImage", nil)
+	assert.NilError(t, fake.RemoveImage(ctx, "pulled:1"))
+	list, err := c.ListImages(ctx)
+	assert.NilError(t, err)
+	assert.Check(t, view(list)[id(5)] == "", "a removed image must not be listed")
+}
+
 func TestCacheRequestsWaitForFirstFill(t *testing.T) {
 	fake := dockertest.New()
 	fake.AddImage(img(1, "a:1"))

@@ -46,8 +46,13 @@ func (c *Cache) PullImage(ctx context.Context, ref string, opts docker.PullOptio
 		return err
 	}
 	c.imagesChanged()
-	_, err := c.refresh(ctx, ref, true)
-	return err
+	// NotFound: another client removed the image right after the pull. The pull still
+	// succeeded and the index now agrees with the engine; the caller's own lookup
+	// finds the image gone (core pulls again then).
+	if _, err := c.refresh(ctx, ref, true); err != nil && !cerrdefs.IsNotFound(err) {
+		return err
+	}
+	return nil
 }
 
 // RemoveImage removes, then refreshes the image so the next list reflects it.
