@@ -147,6 +147,10 @@ type Container struct {
 	// State is one of the State* constants.
 	State   string
 	Created time.Time
+	// SizeRw is the size in bytes of the container's writable layer; only
+	// ListContainers with ContainerFilter.Size fills it (-1 when the engine could
+	// not compute it).
+	SizeRw int64
 }
 
 // ContainerDetails is one container as the engine inspects it.
@@ -192,6 +196,10 @@ type ContainerFilter struct {
 	Labels map[string]string
 	// Running selects only running containers; otherwise stopped ones are included too.
 	Running bool
+	// Size asks the engine for each container's writable layer size (Container.SizeRw).
+	// The engine walks every listed container's writable layer to answer: use it
+	// only where the size is needed and with a narrow filter.
+	Size bool
 }
 
 // TerminalSize is a TTY's size in characters.

@@ -268,7 +268,7 @@ func (c *SDKClient) ListContainers(ctx context.Context, filter ContainerFilter) 
 	for k, v := range filter.Labels {
 		args.Add("label", k+"="+v)
 	}
-	list, err := c.api.ContainerList(ctx, container.ListOptions{All: !filter.Running, Filters: args})
+	list, err := c.api.ContainerList(ctx, container.ListOptions{All: !filter.Running, Size: filter.Size, Filters: args})
 	if err != nil {
 		return nil, classify("list containers", err)
 	}
@@ -288,6 +288,9 @@ func (c *SDKClient) ListContainers(ctx context.Context, filter ContainerFilter) 
 			State:   string(s.State),
 			Created: time.Unix(s.Created, 0),
 		})
+		if filter.Size {
+			out[len(out)-1].SizeRw = s.SizeRw
+		}
 	}
 	return out, nil
 }

@@ -420,6 +420,27 @@ func TestListContainers(t *testing.T) {
 	}
 }
 
+func TestListContainersWithSize(t *testing.T) {
+	const body = `[{"Id":"aaa","Names":["/a"],"State":"running","SizeRw":12288}]`
+	var size string
+	c := routedEngine(t, map[string]http.HandlerFunc{
+		"GET /containers/json": func(w http.ResponseWriter, r *http.Request) {
+			size = r.URL.Query().Get("size")
+			_, _ = w.Write([]byte(body))
+		},
+	})
+	list, err := c.ListContainers(context.Background(), ContainerFilter{Running: true, Size: true})
+	assert.NilError(t, err)
+	assert.Equal(t, size, "1")
+	assert.Equal(t, len(list), 1)
+	assert.Equal(t, list[0].SizeRw, int64(12288))
+
+	list, err = c.ListContainers(context.Background(), ContainerFilter{Running: true})
+	assert.NilError(t, err)
+	assert.Equal(t, size, "")
+	assert.Equal(t, list[0].SizeRw, int64(0), "not asked for")
+}
+
 func TestInspectContainer(t *testing.T) {
 	const body = `{
 	 "Id":"abc","Created":"2024-05-01T10:00:00.123456789Z","Name":"/k8s_app_pod",

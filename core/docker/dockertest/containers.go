@@ -26,6 +26,8 @@ type fakeContainer struct {
 	details docker.ContainerDetails
 	logs    []logLine
 	stats   *docker.ContainerStats
+	// sizeRw is the writable layer's size, set by SetWritableSize.
+	sizeRw int64
 	// resizes are the TTY sizes applied to the main process (Attach) and its execs.
 	resizes []docker.TerminalSize
 }
@@ -209,7 +211,11 @@ func (f *Fake) ListContainers(ctx context.Context, filter docker.ContainerFilter
 	slices.SortFunc(sel, func(a, b *fakeContainer) int { return b.seq - a.seq })
 	out := make([]docker.Container, 0, len(sel))
 	for _, c := range sel {
-		out = append(out, cloneDetails(c.details).Container)
+		lc := cloneDetails(c.details).Container
+		if filter.Size {
+			lc.SizeRw = c.sizeRw
+		}
+		out = append(out, lc)
 	}
 	return out, nil
 }
@@ -530,6 +536,16 @@ func writeLogs(lines []logLine, tty bool, opts docker.LogsOptions) error {
 		}
 	}
 	return nil
+}
+
+// SetWritableSize sets the size of container id's writable layer, which
+// ListContainers reports with ContainerFilter.Size.
+func (f *Fake) SetWritableSize(id string, n int64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if c := f.container(id); c != nil {
+		c.sizeRw = n
+	}
 }
 
 // SetStats makes ContainerStats of container id return s.

@@ -238,6 +238,20 @@ func TestListContainersFilter(t *testing.T) {
 	assert.Equal(t, list[0].Labels["pod"], "p1", "callers get copies")
 }
 
+func TestListContainersSize(t *testing.T) {
+	ctx := context.Background()
+	f := withPause()
+	a := create(t, f, docker.ContainerSpec{Name: "a"})
+	f.SetWritableSize(a, 4096)
+
+	list, err := f.ListContainers(ctx, docker.ContainerFilter{ID: a})
+	assert.NilError(t, err)
+	assert.Equal(t, list[0].SizeRw, int64(0), "sizes only when asked for")
+	list, err = f.ListContainers(ctx, docker.ContainerFilter{ID: a, Size: true})
+	assert.NilError(t, err)
+	assert.Equal(t, list[0].SizeRw, int64(4096))
+}
+
 func TestSpecAndUpdateResources(t *testing.T) {
 	ctx := context.Background()
 	f := withPause()
