@@ -9,6 +9,7 @@ import (
 
 	"github.com/dockpin/cri-dockerd/core/checkpoint"
 	"github.com/dockpin/cri-dockerd/core/docker"
+	"github.com/dockpin/cri-dockerd/core/metrics"
 	"github.com/dockpin/cri-dockerd/pinning"
 )
 
@@ -64,6 +65,9 @@ type Config struct {
 	Logs LogCopier
 	// Streaming serves exec, attach and port-forward; nil answers them Unimplemented.
 	Streaming Streamer
+	// Metrics reads the CRI metrics of containers and pods from the host; nil answers
+	// ListMetricDescriptors and ListPodSandboxMetrics Unimplemented.
+	Metrics *metrics.Collector
 }
 
 // Checkpoints stores sandbox checkpoints (implemented by checkpoint.Store).

@@ -19,6 +19,7 @@ import (
 	"github.com/dockpin/cri-dockerd/core/docker"
 	"github.com/dockpin/cri-dockerd/core/imagecache"
 	"github.com/dockpin/cri-dockerd/core/logs"
+	"github.com/dockpin/cri-dockerd/core/metrics"
 	"github.com/dockpin/cri-dockerd/core/network"
 	"github.com/dockpin/cri-dockerd/core/streaming"
 	"github.com/dockpin/cri-dockerd/pinning"
@@ -121,6 +122,7 @@ func run(opts *Options, log *logrus.Logger) error {
 		CredentialFiles:           core.DefaultCredentialFiles(),
 		RecursiveReadOnlyMounts:   v.APIAtLeast("1.44"),
 		Checkpoints:               checkpoints,
+		Metrics:                   metrics.NewCollector("/"),
 	}
 	if opts.NetworkPlugin != "" { // "kubenet" is refused here, with the reason
 		nw, err := network.New(opts.networkConfig(), log.WithField("component", "cni"))
