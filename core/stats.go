@@ -1,18 +1,16 @@
 package core
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"fmt"
 	"os"
 	"strconv"
-	"strings"
 	"time"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/dockpin/cri-dockerd/core/docker"
+	"github.com/dockpin/cri-dockerd/core/metrics"
 )
 
 // containerStats samples a container; a container that is not running gets its
@@ -64,33 +62,23 @@ func sum(a *docker.ContainerStats, b docker.ContainerStats) {
 }
 
 // podNetworkUsage reads the interface counters of a sandbox's network namespace
-// from /proc/<pid>/net/dev (the engine knows nothing of interfaces CNI made).
+// from /proc/<pid>/net/dev (the engine knows nothing of interfaces CNI made); eth0,
+// CNI's pod interface, is the default one.
 func podNetworkUsage(pid int, now time.Time) (*runtimeapi.NetworkUsage, error) {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/net/dev")
 	if err != nil {
 		return nil, fmt.Errorf("read pod network counters: %w", err)
 	}
 	usage := &runtimeapi.NetworkUsage{Timestamp: now.UnixNano()}
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	for sc.Scan() {
-		name, rest, ok := strings.Cut(sc.Text(), ":")
-		name = strings.TrimSpace(name)
-		if !ok || name == "lo" {
-			continue
-		}
-		f := strings.Fields(rest)
-		if len(f) < 11 {
-			continue
-		}
-		n := func(i int) uint64 { v, _ := strconv.ParseUint(f[i], 10, 64); return v }
+	for _, i := range metrics.ParseNetDev(b) {
 		iface := &runtimeapi.NetworkInterfaceUsage{
-			Name:     name,
-			RxBytes:  &runtimeapi.UInt64Value{Value: n(0)},
-			RxErrors: &runtimeapi.UInt64Value{Value: n(2)},
-			TxBytes:  &runtimeapi.UInt64Value{Value: n(8)},
-			TxErrors: &runtimeapi.UInt64Value{Value: n(10)},
+			Name:     i.Name,
+			RxBytes:  &runtimeapi.UInt64Value{Value: i.RxBytes},
+			RxErrors: &runtimeapi.UInt64Value{Value: i.RxErrors},
+			TxBytes:  &runtimeapi.UInt64Value{Value: i.TxBytes},
+			TxErrors: &runtimeapi.UInt64Value{Value: i.TxErrors},
 		}
-		if name == "eth0" || usage.DefaultInterface == nil {
+		if i.Name == "eth0" || usage.DefaultInterface == nil {
 			if usage.DefaultInterface != nil {
 				usage.Interfaces = append(usage.Interfaces, usage.DefaultInterface)
 			}

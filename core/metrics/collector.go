@@ -118,14 +118,14 @@ func (c *Collector) PodNetwork(t Target, now time.Time) ([]*runtimeapi.Metric, e
 		return nil, err
 	}
 	for _, i := range ifaces {
-		e.add("container_network_receive_bytes_total", i.rxBytes, i.name)
-		e.add("container_network_receive_packets_total", i.rxPackets, i.name)
-		e.add("container_network_receive_errors_total", i.rxErrors, i.name)
-		e.add("container_network_receive_packets_dropped_total", i.rxDropped, i.name)
-		e.add("container_network_transmit_bytes_total", i.txBytes, i.name)
-		e.add("container_network_transmit_packets_total", i.txPackets, i.name)
-		e.add("container_network_transmit_errors_total", i.txErrors, i.name)
-		e.add("container_network_transmit_packets_dropped_total", i.txDropped, i.name)
+		e.add("container_network_receive_bytes_total", i.RxBytes, i.Name)
+		e.add("container_network_receive_packets_total", i.RxPackets, i.Name)
+		e.add("container_network_receive_errors_total", i.RxErrors, i.Name)
+		e.add("container_network_receive_packets_dropped_total", i.RxDropped, i.Name)
+		e.add("container_network_transmit_bytes_total", i.TxBytes, i.Name)
+		e.add("container_network_transmit_packets_total", i.TxPackets, i.Name)
+		e.add("container_network_transmit_errors_total", i.TxErrors, i.Name)
+		e.add("container_network_transmit_packets_dropped_total", i.TxDropped, i.Name)
 	}
 	return e.out, nil
 }

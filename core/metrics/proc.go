@@ -74,15 +74,16 @@ func (c *Collector) openFilesSoftLimit(pid int) (uint64, bool) {
 	return 0, false
 }
 
-// netInterface are one interface's counters from /proc/<pid>/net/dev.
-type netInterface struct {
-	name                                    string
-	rxBytes, rxPackets, rxErrors, rxDropped uint64
-	txBytes, txPackets, txErrors, txDropped uint64
+// Interface are one network interface's counters from /proc/<pid>/net/dev.
+type Interface struct {
+	Name                                    string
+	RxBytes, RxPackets, RxErrors, RxDropped uint64
+	TxBytes, TxPackets, TxErrors, TxDropped uint64
 }
 
-// netDev reads the interface counters of pid's network namespace, but the loopback.
-func (c *Collector) netDev(pid int) ([]netInterface, error) {
+// netDev reads the interfaces of process pid's network namespace; NotFound when the
+// process is gone.
+func (c *Collector) netDev(pid int) ([]Interface, error) {
 	b, err := os.ReadFile(c.proc(pid, "net", "dev"))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("process %d is gone: %w", pid, cerrdefs.ErrNotFound)
@@ -90,7 +91,13 @@ func (c *Collector) netDev(pid int) ([]netInterface, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read network counters of process %d: %w", pid, err)
 	}
-	var out []netInterface
+	return ParseNetDev(b), nil
+}
+
+// ParseNetDev parses the content of a /proc/<pid>/net/dev file: every interface but
+// the loopback, in the file's order.
+func ParseNetDev(b []byte) []Interface {
+	var out []Interface
 	sc := bufio.NewScanner(bytes.NewReader(b))
 	for sc.Scan() {
 		// "  eth0: rxbytes rxpackets errs drop fifo frame compressed multicast txbytes txpackets errs drop ..."
@@ -104,11 +111,11 @@ func (c *Collector) netDev(pid int) ([]netInterface, error) {
 			continue
 		}
 		n := func(i int) uint64 { v, _ := strconv.ParseUint(f[i], 10, 64); return v }
-		out = append(out, netInterface{
-			name:    name,
-			rxBytes: n(0), rxPackets: n(1), rxErrors: n(2), rxDropped: n(3),
-			txBytes: n(8), txPackets: n(9), txErrors: n(10), txDropped: n(11),
+		out = append(out, Interface{
+			Name:    name,
+			RxBytes: n(0), RxPackets: n(1), RxErrors: n(2), RxDropped: n(3),
+			TxBytes: n(8), TxPackets: n(9), TxErrors: n(10), TxDropped: n(11),
 		})
 	}
-	return out, nil
+	return out
 }
