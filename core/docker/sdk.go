@@ -25,6 +25,9 @@ import (
 // SDKClient is the Client backed by the Docker SDK.
 type SDKClient struct {
 	api *client.Client
+	// inContainer tells whether a host process belongs to a container before an
+	// exec's process is killed (processInContainer; tests replace it).
+	inContainer func(pid int, containerID string) bool
 }
 
 var _ Client = (*SDKClient)(nil)
@@ -42,7 +45,7 @@ func NewSDKClient(endpoint string) (*SDKClient, error) {
 	if err != nil {
 		return nil, fmt.Errorf("docker endpoint %q: %w", endpoint, errors.Join(cerrdefs.ErrInvalidArgument, err))
 	}
-	return &SDKClient{api: api}, nil
+	return &SDKClient{api: api, inContainer: processInContainer}, nil
 }
 
 // Close releases the client's connections.

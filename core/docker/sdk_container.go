@@ -1,6 +1,7 @@
 package docker
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,7 +11,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -20,6 +20,7 @@ import (
 	"github.com/docker/docker/api/types/versions"
 	"github.com/docker/docker/pkg/stdcopy"
 	"github.com/docker/go-connections/nat"
+	"golang.org/x/sys/unix"
 )
 
 // execPollInterval is how often Exec asks the engine whether a process whose
@@ -443,7 +444,9 @@ func (c *SDKClient) Exec(ctx context.Context, id string, opts ExecOptions) (int,
 	select {
 	case err := <-output:
 		if err != nil && ctx.Err() == nil {
-			return -1, classify(op, err)
+			// The client went away (its stream failed): the process would run on
+			// unseen, for as long as it likes.
+			return -1, classify(op, errors.Join(err, c.killExec(ctx, created.ID)))
 		}
 		if ctx.Err() == nil {
 			code, err := c.execExitCode(ctx, created.ID)
@@ -640,7 +643,10 @@ func copyStreams(r io.Reader, tty bool, stdout, stderr io.Writer) error {
 
 // execExitCode waits for the exec's process to be reported exited (the output
 // stream can end a moment before) and returns its exit code.
+// A process that closed its output but runs on is polled ever more slowly (up to
+// once a second).
 func (c *SDKClient) execExitCode(ctx context.Context, execID string) (int, error) {
+	wait := execPollInterval
 	for {
 		in, err := c.api.ContainerExecInspect(ctx, execID)
 		if err != nil {
@@ -650,7 +656,8 @@ func (c *SDKClient) execExitCode(ctx context.Context, execID string) (int, error
 			return in.ExitCode, nil
 		}
 		select {
-		case <-time.After(execPollInterval):
+		case <-time.After(wait):
+			wait = min(2*wait, time.Second)
 		case <-ctx.Done():
 			return -1, ctx.Err()
 		}
@@ -669,10 +676,42 @@ func (c *SDKClient) killExec(ctx context.Context, execID string) error {
 	if !in.Running || in.Pid <= 0 {
 		return nil
 	}
-	if err := syscall.Kill(in.Pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
-		return fmt.Errorf("kill exec process %d: %w", in.Pid, err)
+	return c.killInContainer(in.Pid, in.ContainerID)
+}
+
+// killInContainer SIGKILLs process pid if it is a process of container id on this
+// host. The engine may be remote (tcp://) or see another PID namespace, and a pid can
+// be reused: the process is pinned with a pidfd, then checked to be in the
+// container's cgroup, then signalled through the pidfd.
+func (c *SDKClient) killInContainer(pid int, id string) error {
+	fd, err := unix.PidfdOpen(pid, 0)
+	if errors.Is(err, unix.ESRCH) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("open exec process %d: %w", pid, err)
+	}
+	defer unix.Close(fd) //nolint:errcheck // a pidfd has nothing to flush
+	if !c.inContainer(pid, id) {
+		return fmt.Errorf("exec process %d is not a process of container %s on this host; not killing it", pid, id)
+	}
+	if err := unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0); err != nil && !errors.Is(err, unix.ESRCH) {
+		return fmt.Errorf("kill exec process %d: %w", pid, err)
 	}
 	return nil
+}
+
+// processInContainer tells whether process pid's cgroups (in /proc/<pid>/cgroup)
+// name container id, as the engine's cgroup paths do ("/docker/<id>",
+// "docker-<id>.scope") with either cgroup driver and version.
+func processInContainer(pid int, id string) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cgroup")
+	return err == nil && cgroupsName(b, id)
+}
+
+// cgroupsName tells whether a /proc/<pid>/cgroup content names container id.
+func cgroupsName(cgroups []byte, id string) bool {
+	return len(id) >= 12 && bytes.Contains(cgroups, []byte(id))
 }
 
 // ContainerLogs copies a container's log, each line prefixed with its timestamp,

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"sync/atomic"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -76,11 +77,15 @@ func dialLoopback(ctx context.Context, port int32) (net.Conn, error) {
 // stream before returning. A copy still blocked reading the stream returns once the
 // client has seen the stream's end and removed it, or with the stream connection.
 func pipe(ctx context.Context, conn net.Conn, stream io.ReadWriteCloser) error {
+	pod := &idleConn{Conn: conn}
 	toPod := make(chan error, 1)
 	go func() {
 		_, err := io.Copy(conn, stream)
 		if err == nil {
-			// The client has no more to send: tell the pod, keep reading its answer.
+			// The client has no more to send: tell the pod, keep reading its answer
+			// while it keeps answering. (A client that vanished looks the same to us,
+			// so a pod that stays silent is not waited for forever.)
+			pod.expire(halfClosedIdle)
 			if hc, ok := conn.(interface{ CloseWrite() error }); ok {
 				err = hc.CloseWrite()
 			}
@@ -89,7 +94,7 @@ func pipe(ctx context.Context, conn net.Conn, stream io.ReadWriteCloser) error {
 	}()
 	fromPod := make(chan error, 1)
 	go func() {
-		_, err := io.Copy(stream, conn)
+		_, err := io.Copy(stream, pod)
 		fromPod <- err
 	}()
 
@@ -110,4 +115,28 @@ func pipe(ctx context.Context, conn net.Conn, stream io.ReadWriteCloser) error {
 	_ = conn.Close()
 	_ = stream.Close()
 	return err
+}
+
+// halfClosedIdle is how long a forward whose client stopped sending waits for the
+// pod's next bytes before it ends.
+const halfClosedIdle = 30 * time.Second
+
+// idleConn is a connection whose reads, once expire is called, fail after idle
+// without data; each read that returns data extends the deadline.
+type idleConn struct {
+	net.Conn
+	idle atomic.Int64 // nanoseconds; 0 = no deadline
+}
+
+func (c *idleConn) expire(idle time.Duration) {
+	c.idle.Store(int64(idle))
+	_ = c.SetReadDeadline(time.Now().Add(idle))
+}
+
+func (c *idleConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if idle := time.Duration(c.idle.Load()); n > 0 && idle > 0 {
+		_ = c.SetReadDeadline(time.Now().Add(idle))
+	}
+	return n, err
 }

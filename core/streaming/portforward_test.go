@@ -14,6 +14,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"golang.org/x/sys/unix"
@@ -290,4 +291,23 @@ func threadNetns(t *testing.T) map[string]bool {
 	}
 	assert.Check(t, is.Len(set, 1))
 	return set
+}
+
+// Once the client stopped sending, a pod that stays silent ends the forward instead
+// of holding it (and a goroutine and a socket) forever; data extends the wait.
+func TestIdleConnExpires(t *testing.T) {
+	a, b := net.Pipe()
+	defer a.Close()
+	defer b.Close()
+	c := &idleConn{Conn: a}
+	go func() { _, _ = b.Write([]byte("x")) }()
+	buf := make([]byte, 1)
+	_, err := c.Read(buf) // no deadline yet
+	assert.NilError(t, err)
+	c.expire(20 * time.Millisecond)
+	go func() { _, _ = b.Write([]byte("y")) }()
+	_, err = c.Read(buf)
+	assert.NilError(t, err)
+	_, err = c.Read(buf)
+	assert.Assert(t, errors.Is(err, os.ErrDeadlineExceeded), "%v", err)
 }

@@ -141,11 +141,8 @@ func run(opts *Options, log *logrus.Logger) error {
 		return err
 	}
 	defer func() { _ = streams.Close() }()
-	go func() {
-		if err := streams.Serve(); err != nil {
-			log.WithError(err).Error("streaming server stopped")
-		}
-	}()
+	streamsDone := make(chan error, 1)
+	go func() { streamsDone <- streams.Serve() }()
 	log.WithField("address", streams.Addr()).Info("serving exec, attach and port-forward streams")
 	svcCfg.Streaming = streams
 	if ctrd != nil && opts.PreservePinOnPull {
@@ -183,6 +180,11 @@ func run(opts *Options, log *logrus.Logger) error {
 		select {
 		case err := <-served:
 			return fmt.Errorf("grpc server: %w", err)
+		case err := <-streamsDone:
+			// Without it every exec, attach and port-forward would fail: let the
+			// supervisor restart us rather than serve half a runtime.
+			srv.Stop()
+			return fmt.Errorf("streaming server stopped: %w", err)
 		case sig := <-signals:
 			if sig == syscall.SIGHUP {
 				reload(pins, log)
