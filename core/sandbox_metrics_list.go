@@ -59,7 +59,10 @@ func (s *Service) ListPodSandboxMetrics(ctx context.Context, _ *runtimeapi.ListP
 			continue
 		}
 		if err != nil {
-			return nil, err
+			// One pod's trouble must not blank every pod's metrics (kubelet exports
+			// nothing when the call fails).
+			s.logger(ctx).WithError(err).WithField("sandbox", sb.ID).Warn("leaving out the metrics of a pod sandbox")
+			continue
 		}
 		count += len(pm.ContainerMetrics)
 		out = append(out, pm)
@@ -104,7 +107,8 @@ func (s *Service) podSandboxMetrics(ctx context.Context, sb docker.Container, md
 			continue
 		}
 		if err != nil {
-			return nil, err
+			log.WithError(err).WithField("container", c.ID).Warn("leaving out the metrics of a container")
+			continue
 		}
 		ms, err := s.cfg.Metrics.Collect(t, now)
 		if cerrdefs.IsNotFound(err) {

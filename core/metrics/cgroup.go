@@ -210,12 +210,13 @@ func (cg *cgroup) memoryV2(e *emitter) {
 	if hasUsage {
 		e.add("container_memory_usage_bytes", usage)
 	}
-	if v, ok := readUint(mem("memory.peak")); ok { // Linux 5.19
-		e.add("container_memory_max_usage_bytes", v)
-	}
-	if v, ok := readUint(mem("memory.swap.current")); ok {
-		e.add("container_memory_swap", v)
-	}
+	// memory.peak is Linux 5.19+ and memory.swap.current needs swap accounting:
+	// without them cAdvisor reports 0, and so do we (critest wants every described
+	// metric to have a value).
+	peak, _ := readUint(mem("memory.peak"))
+	e.add("container_memory_max_usage_bytes", peak)
+	swap, _ := readUint(mem("memory.swap.current"))
+	e.add("container_memory_swap", swap)
 	if ev, ok := readKeyed(mem("memory.events")); ok {
 		e.add("container_memory_failcnt", ev["max"])
 		e.add("container_oom_events_total", ev["oom_kill"])

@@ -153,15 +153,13 @@ func (c *Collector) proc(pid int, elem ...string) string {
 type emitter struct {
 	types map[string]runtimeapi.MetricType
 	base  []string
-	ts    int64
 	out   []*runtimeapi.Metric
 }
 
 func (c *Collector) emitter(t Target, now time.Time) *emitter {
 	return &emitter{
 		types: c.types,
-		base:  []string{t.ContainerName, t.ContainerID, t.Image, t.Name, t.PodNamespace, t.PodName},
-		ts:    now.UnixNano(),
+		base:  []string{t.ContainerID, t.Name, t.Image},
 	}
 }
 
@@ -175,7 +173,9 @@ func (e *emitter) add(name string, v uint64, extra ...string) {
 	labels = append(labels, e.base...)
 	labels = append(labels, extra...)
 	e.out = append(e.out, &runtimeapi.Metric{
-		Name: name, Timestamp: e.ts, MetricType: typ, LabelValues: labels,
+		// Timestamp 0: collected on demand, which kubelet exports without an explicit
+		// timestamp (so Prometheus marks the series of removed containers stale).
+		Name: name, MetricType: typ, LabelValues: labels,
 		Value: &runtimeapi.UInt64Value{Value: v},
 	})
 }

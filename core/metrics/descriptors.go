@@ -4,12 +4,12 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
-// baseLabelKeys are the first label keys of every metric, in this order, as cadvisor
-// names them: the container's name in its pod ("POD" for the pod's own metrics), the
-// engine container ID, the image, the engine's container name, and the pod's
-// namespace and name.
+// baseLabelKeys are the first label keys of every metric, in this order, as CRI-O
+// sends them: the engine container ID, the engine's container name and the image.
+// kubelet appends namespace, pod and container itself (the cadvisor labels), so a
+// runtime that sent them too would give kubelet duplicate label names.
 func baseLabelKeys() []string {
-	return []string{"container", "id", "image", "name", "namespace", "pod"}
+	return []string{"id", "name", "image"}
 }
 
 // descriptor is one metric the collector produces.
