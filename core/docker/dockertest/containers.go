@@ -109,12 +109,9 @@ func (f *Fake) CreateContainer(ctx context.Context, spec docker.ContainerSpec) (
 func (f *Fake) StartContainer(ctx context.Context, id string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if err := f.check(ctx, "StartContainer"); err != nil {
+	c, err := f.checkedContainer(ctx, "StartContainer", "start container", id)
+	if err != nil {
 		return err
-	}
-	c := f.container(id)
-	if c == nil {
-		return noSuchContainer("start container", id)
 	}
 	if c.details.State != docker.StateRunning {
 		f.setRunning(c)
@@ -155,12 +152,9 @@ func setStopped(c *fakeContainer, state string) {
 func (f *Fake) StopContainer(ctx context.Context, id string, _ time.Duration) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if err := f.check(ctx, "StopContainer"); err != nil {
+	c, err := f.checkedContainer(ctx, "StopContainer", "stop container", id)
+	if err != nil {
 		return err
-	}
-	c := f.container(id)
-	if c == nil {
-		return noSuchContainer("stop container", id)
 	}
 	switch c.details.State {
 	case docker.StateRunning, docker.StatePaused, docker.StateRestarting:
@@ -174,12 +168,9 @@ func (f *Fake) StopContainer(ctx context.Context, id string, _ time.Duration) er
 func (f *Fake) RemoveContainer(ctx context.Context, id string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if err := f.check(ctx, "RemoveContainer"); err != nil {
+	c, err := f.checkedContainer(ctx, "RemoveContainer", "remove container", id)
+	if err != nil {
 		return err
-	}
-	c := f.container(id)
-	if c == nil {
-		return noSuchContainer("remove container", id)
 	}
 	delete(f.containers, c.details.ID)
 	f.notify()
@@ -233,12 +224,9 @@ func hasLabels(labels, want map[string]string) bool {
 func (f *Fake) InspectContainer(ctx context.Context, id string) (docker.ContainerDetails, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if err := f.check(ctx, "InspectContainer"); err != nil {
+	c, err := f.checkedContainer(ctx, "InspectContainer", "inspect container", id)
+	if err != nil {
 		return docker.ContainerDetails{}, err
-	}
-	c := f.container(id)
-	if c == nil {
-		return docker.ContainerDetails{}, noSuchContainer("inspect container", id)
 	}
 	return cloneDetails(c.details), nil
 }
@@ -247,12 +235,9 @@ func (f *Fake) InspectContainer(ctx context.Context, id string) (docker.Containe
 func (f *Fake) UpdateContainerResources(ctx context.Context, id string, r docker.Resources) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if err := f.check(ctx, "UpdateContainerResources"); err != nil {
+	c, err := f.checkedContainer(ctx, "UpdateContainerResources", "update container resources", id)
+	if err != nil {
 		return err
-	}
-	c := f.container(id)
-	if c == nil {
-		return noSuchContainer("update container resources", id)
 	}
 	c.details.Resources = cloneResources(r)
 	c.spec.Resources = cloneResources(r)
@@ -274,14 +259,10 @@ func (f *Fake) SetExecHandler(h func(id string, opts docker.ExecOptions) (int, e
 // returns; the handler gets a nil Resize.
 func (f *Fake) Exec(ctx context.Context, id string, opts docker.ExecOptions) (int, error) {
 	f.mu.Lock()
-	if err := f.check(ctx, "Exec"); err != nil {
+	c, err := f.checkedContainer(ctx, "Exec", "exec in container", id)
+	if err != nil {
 		f.mu.Unlock()
 		return -1, err
-	}
-	c := f.container(id)
-	if c == nil {
-		f.mu.Unlock()
-		return -1, noSuchContainer("exec in container", id)
 	}
 	if c.details.State != docker.StateRunning {
 		state := c.details.State
@@ -334,14 +315,10 @@ func (f *Fake) SetAttachHandler(h func(id string, opts docker.AttachOptions) err
 func (f *Fake) Attach(ctx context.Context, id string, opts docker.AttachOptions) error {
 	op := "attach to container " + id
 	f.mu.Lock()
-	if err := f.check(ctx, "Attach"); err != nil {
+	c, err := f.checkedContainer(ctx, "Attach", "attach to container", id)
+	if err != nil {
 		f.mu.Unlock()
 		return err
-	}
-	c := f.container(id)
-	if c == nil {
-		f.mu.Unlock()
-		return noSuchContainer("attach to container", id)
 	}
 	if c.details.State != docker.StateRunning {
 		state := c.details.State
@@ -486,14 +463,10 @@ func (f *Fake) AppendLog(id, stream, line string, t time.Time) {
 // or is removed, or ctx ends.
 func (f *Fake) ContainerLogs(ctx context.Context, id string, opts docker.LogsOptions) error {
 	f.mu.Lock()
-	if err := f.check(ctx, "ContainerLogs"); err != nil {
+	c, err := f.checkedContainer(ctx, "ContainerLogs", "container logs", id)
+	if err != nil {
 		f.mu.Unlock()
 		return err
-	}
-	c := f.container(id)
-	if c == nil {
-		f.mu.Unlock()
-		return noSuchContainer("container logs", id)
 	}
 	tty := c.spec.Tty
 	sent := 0
@@ -563,12 +536,9 @@ func (f *Fake) SetStats(id string, s docker.ContainerStats) {
 func (f *Fake) ContainerStats(ctx context.Context, id string) (docker.ContainerStats, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if err := f.check(ctx, "ContainerStats"); err != nil {
+	c, err := f.checkedContainer(ctx, "ContainerStats", "container stats", id)
+	if err != nil {
 		return docker.ContainerStats{}, err
-	}
-	c := f.container(id)
-	if c == nil {
-		return docker.ContainerStats{}, noSuchContainer("container stats", id)
 	}
 	if c.stats == nil {
 		return docker.ContainerStats{Timestamp: time.Now()}, nil
@@ -622,6 +592,20 @@ func (f *Fake) SetContainerState(id, state string, exitCode int) {
 	}
 	c.details.ExitCode = exitCode
 	f.notify()
+}
+
+// checkedContainer does what every container method does first, with f.mu held: the
+// injected error or outage for method, then the lookup of id, NotFound (naming op)
+// when there is no such container.
+func (f *Fake) checkedContainer(ctx context.Context, method, op, id string) (*fakeContainer, error) {
+	if err := f.check(ctx, method); err != nil {
+		return nil, err
+	}
+	c := f.container(id)
+	if c == nil {
+		return nil, noSuchContainer(op, id)
+	}
+	return c, nil
 }
 
 // container finds a container as the engine does: by ID, name or unique ID prefix.
