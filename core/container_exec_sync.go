@@ -24,12 +24,9 @@ func (s *Service) ExecSync(ctx context.Context, req *runtimeapi.ExecSyncRequest)
 	if len(req.GetCmd()) == 0 {
 		return nil, fmt.Errorf("exec needs a command: %w", cerrdefs.ErrInvalidArgument)
 	}
-	c, err := s.containerInspect(ctx, req.GetContainerId())
+	c, err := s.runningContainer(ctx, req.GetContainerId())
 	if err != nil {
 		return nil, err
-	}
-	if c.State != docker.StateRunning {
-		return nil, fmt.Errorf("container %s is not running (%s): %w", c.ID, c.State, cerrdefs.ErrFailedPrecondition)
 	}
 	if t := req.GetTimeout(); t > 0 {
 		var cancel context.CancelFunc

@@ -6,19 +6,14 @@ import (
 
 	cerrdefs "github.com/containerd/errdefs"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
-
-	"github.com/dockpin/cri-dockerd/core/docker"
 )
 
 // ReopenContainerLog reopens a running container's CRI log file after kubelet
 // rotated it (upstream always fails this call).
 func (s *Service) ReopenContainerLog(ctx context.Context, req *runtimeapi.ReopenContainerLogRequest) (*runtimeapi.ReopenContainerLogResponse, error) {
-	c, err := s.containerInspect(ctx, req.GetContainerId())
+	c, err := s.runningContainer(ctx, req.GetContainerId())
 	if err != nil {
 		return nil, err
-	}
-	if c.State != docker.StateRunning {
-		return nil, fmt.Errorf("container %s is not running: %w", c.ID, cerrdefs.ErrFailedPrecondition)
 	}
 	if s.cfg.Logs == nil || c.Labels[labelLogPath] == "" {
 		return nil, fmt.Errorf("container %s has no CRI log: %w", c.ID, cerrdefs.ErrFailedPrecondition)
