@@ -14,7 +14,7 @@ import (
 // e.g. a termination message kubelet reads from the log). Each copy resumes after the
 // last line its file holds, so nothing is written twice.
 func (s *Service) ResumeLogs(ctx context.Context) error {
-	if s.cfg.Logs == nil {
+	if s.deps.Logs == nil {
 		return nil
 	}
 	cs, err := s.docker.ListContainers(ctx, docker.ContainerFilter{Labels: map[string]string{labelContainerType: typeContainer}})
@@ -32,7 +32,7 @@ func (s *Service) ResumeLogs(ctx context.Context) error {
 				continue // never started, or kubelet removed its log: nothing to finish
 			}
 		}
-		if err := s.cfg.Logs.Start(ctx, c.ID, p); err != nil {
+		if err := s.deps.Logs.Start(ctx, c.ID, p); err != nil {
 			s.logger(ctx).WithError(err).WithField("container", c.ID).Warn("cannot resume container log")
 			continue
 		}

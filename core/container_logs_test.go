@@ -38,7 +38,7 @@ func TestResumeLogs(t *testing.T) {
 
 	// This process restarts: a new copier knows nothing.
 	env.logs = newRTFakeLogs()
-	env.svc.cfg.Logs = env.logs
+	env.svc.deps.Logs = env.logs
 	assert.NilError(t, env.svc.ResumeLogs(context.Background()))
 	assert.DeepEqual(t, env.logs.Started(), map[string]string{
 		running:  "/var/log/pods/default_web_web-uid/app/0.log",
@@ -52,7 +52,7 @@ func TestResumeLogs(t *testing.T) {
 	env.engine.InjectError("ListContainers", cerrdefs.ErrUnavailable)
 	assert.Check(t, cerrdefs.IsUnavailable(env.svc.ResumeLogs(context.Background())))
 
-	env.svc.cfg.Logs = nil
+	env.svc.deps.Logs = nil
 	assert.NilError(t, env.svc.ResumeLogs(context.Background()))
 }
 

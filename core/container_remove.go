@@ -27,8 +27,8 @@ func (s *Service) RemoveContainer(ctx context.Context, req *runtimeapi.RemoveCon
 
 // removeContainer stops copying a container's log and removes it from the engine.
 func (s *Service) removeContainer(ctx context.Context, id string) error {
-	if s.cfg.Logs != nil {
-		s.cfg.Logs.Stop(id)
+	if s.deps.Logs != nil {
+		s.deps.Logs.Stop(id)
 	}
 	if err := ignoreNotFound(s.docker.RemoveContainer(ctx, id)); err != nil {
 		return fmt.Errorf("remove container %s: %w", id, err)

@@ -15,10 +15,10 @@ func (s *Service) ReopenContainerLog(ctx context.Context, req *runtimeapi.Reopen
 	if err != nil {
 		return nil, err
 	}
-	if s.cfg.Logs == nil || c.Labels[labelLogPath] == "" {
+	if s.deps.Logs == nil || c.Labels[labelLogPath] == "" {
 		return nil, fmt.Errorf("container %s has no CRI log: %w", c.ID, cerrdefs.ErrFailedPrecondition)
 	}
-	if err := s.cfg.Logs.Reopen(c.ID); err != nil {
+	if err := s.deps.Logs.Reopen(c.ID); err != nil {
 		return nil, err
 	}
 	return &runtimeapi.ReopenContainerLogResponse{}, nil

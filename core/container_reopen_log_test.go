@@ -47,7 +47,7 @@ func TestReopenContainerLogWithoutLog(t *testing.T) {
 	assert.Check(t, cerrdefs.IsFailedPrecondition(reopenLog(env, cid)))
 
 	// Without a copier no container has a CRI log to reopen.
-	env.svc.cfg.Logs = nil
+	env.svc.deps.Logs = nil
 	other := env.createContainer(t, sbID, sbCfg, rtContainerConfig("app"))
 	env.startContainer(t, other)
 	assert.Check(t, cerrdefs.IsFailedPrecondition(reopenLog(env, other)))

@@ -33,7 +33,7 @@ func TestStartContainer(t *testing.T) {
 
 func TestStartContainerWithoutLogCopier(t *testing.T) {
 	env := newRTEnv(t)
-	env.svc.cfg.Logs = nil
+	env.svc.deps.Logs = nil
 	sbCfg := rtSandboxConfig("web")
 	sbID := env.runSandbox(t, sbCfg)
 	cid := env.createContainer(t, sbID, sbCfg, rtContainerConfig("app"))

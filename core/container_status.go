@@ -80,12 +80,12 @@ const logDrainTimeout = 2 * time.Second
 // that whoever reads the log after seeing the container exited (kubelet's termination
 // message, `crictl logs`) finds all of it, as with a log the engine writes itself.
 func (s *Service) drainLog(ctx context.Context, id, path string) {
-	if s.cfg.Logs == nil || path == "" {
+	if s.deps.Logs == nil || path == "" {
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, logDrainTimeout)
 	defer cancel()
-	if err := s.cfg.Logs.Wait(ctx, id); err != nil && ctx.Err() != nil {
+	if err := s.deps.Logs.Wait(ctx, id); err != nil && ctx.Err() != nil {
 		s.logger(ctx).WithError(err).WithField("container", id).Debug("container log not drained in time")
 	}
 }

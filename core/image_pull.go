@@ -46,10 +46,6 @@ const pullAttempts = 3
 // pullOnce pulls ref and returns the image it now names; gone is true when the pull
 // succeeded but the image was removed before it could be inspected.
 func (s *Service) pullOnce(ctx context.Context, ref string, opts docker.PullOptions) (img docker.Image, gone bool, err error) {
-	restorePin := func(context.Context) {}
-	if s.cfg.PinKeeper != nil {
-		restorePin = s.cfg.PinKeeper.KeepPin(ctx, ref)
-	}
 	if err := s.docker.PullImage(ctx, ref, opts); err != nil {
 		if errors.Is(err, docker.ErrRegistryUnreachable) {
 			// kubelet recognises this prefix and reports the registry as unavailable.
@@ -57,7 +53,6 @@ func (s *Service) pullOnce(ctx context.Context, ref string, opts docker.PullOpti
 		}
 		return img, false, err
 	}
-	restorePin(ctx)
 	if img, err = s.docker.InspectImage(ctx, ref); err != nil {
 		return img, cerrdefs.IsNotFound(err), fmt.Errorf("inspect pulled image %s: %w", ref, err)
 	}

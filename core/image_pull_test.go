@@ -94,7 +94,7 @@ func (k *fakeKeeper) KeepPin(_ context.Context, ref string) func(context.Context
 func TestPullImageKeepsPin(t *testing.T) {
 	svc, fake := newTestService(t, nil)
 	keeper := &fakeKeeper{pinned: map[string]bool{"app:1": true}}
-	svc.cfg.PinKeeper = keeper
+	svc.docker = KeepPins(fake, keeper)
 	fake.AddRemote("app:1", testImage(1))
 	fake.AddRemote("other:1", testImage(2))
 	ctx := context.Background()
@@ -102,4 +102,12 @@ func TestPullImageKeepsPin(t *testing.T) {
 		_, _ = svc.PullImage(ctx, &runtimeapi.PullImageRequest{Image: &runtimeapi.ImageSpec{Image: ref}})
 	}
 	assert.DeepEqual(t, keeper.restored, []string{"app:1"})
+}
+
+func TestRunPodSandboxKeepsSandboxImagePin(t *testing.T) {
+	keeper := &fakeKeeper{pinned: map[string]bool{rtSandboxImage: true}}
+	env := newRTEnv(t, rtWithoutSandboxImage(), rtWithPinKeeper(keeper))
+	env.engine.AddRemote(rtSandboxImage, testImage(9001))
+	env.runSandbox(t, rtSandboxConfig("web"))
+	assert.DeepEqual(t, keeper.restored, []string{rtSandboxImage})
 }

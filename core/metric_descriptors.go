@@ -11,10 +11,10 @@ import (
 // ListMetricDescriptors describes the metrics ListPodSandboxMetrics reports, which
 // kubelet exports on /metrics/cadvisor (upstream does not implement it).
 func (s *Service) ListMetricDescriptors(ctx context.Context, _ *runtimeapi.ListMetricDescriptorsRequest) (*runtimeapi.ListMetricDescriptorsResponse, error) {
-	if s.cfg.Metrics == nil {
+	if s.deps.Metrics == nil {
 		return nil, fmt.Errorf("metrics are not enabled: %w", cerrdefs.ErrNotImplemented)
 	}
-	descs := s.cfg.Metrics.Descriptors()
+	descs := s.deps.Metrics.Descriptors()
 	s.logger(ctx).WithField("count", len(descs)).Debug("listed metric descriptors")
 	return &runtimeapi.ListMetricDescriptorsResponse{Descriptors: descs}, nil
 }

@@ -67,7 +67,7 @@ func TestUpdateRuntimeConfig(t *testing.T) {
 func TestUpdateRuntimeConfigError(t *testing.T) {
 	env := newRTEnv(t)
 	bad := errors.New("bad cidr")
-	env.svc.cfg.Network = &cidrRejectingNetwork{rtFakeNetwork: env.net, err: bad}
+	env.svc.deps.Network = &cidrRejectingNetwork{rtFakeNetwork: env.net, err: bad}
 	_, err := env.svc.UpdateRuntimeConfig(context.Background(), &runtimeapi.UpdateRuntimeConfigRequest{
 		RuntimeConfig: &runtimeapi.RuntimeConfig{NetworkConfig: &runtimeapi.NetworkConfig{PodCidr: "nope"}},
 	})

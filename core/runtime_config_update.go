@@ -10,10 +10,10 @@ import (
 // network plugin (CNI's ipRanges capability).
 func (s *Service) UpdateRuntimeConfig(ctx context.Context, req *runtimeapi.UpdateRuntimeConfigRequest) (*runtimeapi.UpdateRuntimeConfigResponse, error) {
 	cidr := req.GetRuntimeConfig().GetNetworkConfig().GetPodCidr()
-	if cidr == "" || s.cfg.Network == nil {
+	if cidr == "" || s.deps.Network == nil {
 		return &runtimeapi.UpdateRuntimeConfigResponse{}, nil
 	}
-	if err := s.cfg.Network.SetPodCIDR(cidr); err != nil {
+	if err := s.deps.Network.SetPodCIDR(cidr); err != nil {
 		return nil, err
 	}
 	s.logger(ctx).WithField("podCIDR", cidr).Info("pod CIDR updated")

@@ -289,6 +289,7 @@ type rtOptions struct {
 	noNetwork    bool
 	cgroupDriver string
 	noSandboxImg bool
+	keeper       PinKeeper
 }
 
 // rtWithoutNetwork builds the service with Network nil (Docker's bridge).
@@ -299,6 +300,9 @@ func rtWithCgroupDriver(d string) rtOption { return func(o *rtOptions) { o.cgrou
 
 // rtWithoutSandboxImage leaves the sandbox image out of the engine.
 func rtWithoutSandboxImage() rtOption { return func(o *rtOptions) { o.noSandboxImg = true } }
+
+// rtWithPinKeeper puts keeper around the engine's pulls.
+func rtWithPinKeeper(k PinKeeper) rtOption { return func(o *rtOptions) { o.keeper = k } }
 
 // newRTEnv returns a Service with a fake engine whose data root is a temp dir, a
 // real checkpoint store in a temp dir, a fake network and a fake log copier. The
@@ -331,19 +335,12 @@ func newRTEnv(t *testing.T, opts ...rtOption) *rtEnv {
 		engine: engine, logs: newRTFakeLogs(), checkpoints: store,
 		cpDir: filepath.Join(cpRoot, "sandbox"), dockerRoot: root,
 	}
-	cfg := Config{
-		NetworkPlugin: "cni",
-		SandboxImage:  rtSandboxImage,
-		Checkpoints:   store,
-		Logs:          env.logs,
-	}
+	deps := Deps{Docker: KeepPins(engine, o.keeper), Pins: pins, Checkpoints: store, Logs: env.logs, Log: quietLogger()}
 	if !o.noNetwork {
 		env.net = newRTFakeNetwork()
-		cfg.Network = env.net
-	} else {
-		cfg.NetworkPlugin = ""
+		deps.Network = env.net
 	}
-	env.svc = New(cfg, engine, pins, quietLogger())
+	env.svc = New(Config{SandboxImage: rtSandboxImage}, deps)
 	return env
 }
 

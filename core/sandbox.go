@@ -72,7 +72,7 @@ func cgroupParent(driver, parent string) (string, error) {
 func sandboxCheckpoint(cfg *runtimeapi.PodSandboxConfig) *checkpoint.Checkpoint {
 	data := &checkpoint.Data{HostNetwork: hostNetwork(cfg)}
 	for _, pm := range cfg.GetPortMappings() { // all of them, host port 0 too, as upstream
-		proto := checkpoint.Protocol(strings.ToLower(pm.GetProtocol().String()))
+		proto := checkpoint.Protocol(protocolName(pm.GetProtocol()))
 		cport, hport := pm.GetContainerPort(), pm.GetHostPort()
 		data.PortMappings = append(data.PortMappings, &checkpoint.PortMapping{
 			Protocol: &proto, ContainerPort: &cport, HostPort: &hport, HostIP: pm.GetHostIp(),
@@ -84,7 +84,7 @@ func sandboxCheckpoint(cfg *runtimeapi.PodSandboxConfig) *checkpoint.Checkpoint 
 // readCheckpoint returns a sandbox's checkpoint; nil without error when there is none.
 // A corrupt checkpoint is an error wrapping DataLoss.
 func (s *Service) readCheckpoint(id string) (*checkpoint.Checkpoint, error) {
-	cp, err := s.cfg.Checkpoints.Read(id)
+	cp, err := s.deps.Checkpoints.Read(id)
 	if cerrdefs.IsNotFound(err) {
 		return nil, nil
 	}

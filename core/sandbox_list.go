@@ -62,7 +62,7 @@ func (s *Service) ListPodSandbox(ctx context.Context, req *runtimeapi.ListPodSan
 // listCheckpoints returns the ids of the sandbox checkpoints (none when they cannot
 // be listed: ListPodSandbox still lists the engine's sandboxes).
 func (s *Service) listCheckpoints(ctx context.Context) []string {
-	ids, err := s.cfg.Checkpoints.List()
+	ids, err := s.deps.Checkpoints.List()
 	if err != nil {
 		s.logger(ctx).WithError(err).Warn("cannot list sandbox checkpoints")
 	}
@@ -78,10 +78,10 @@ func (s *Service) checkpointOnlySandboxes(ctx context.Context, ids []string, see
 		if seen[id] || strings.HasPrefix(id, ".") {
 			continue
 		}
-		cp, err := s.cfg.Checkpoints.Read(id)
+		cp, err := s.deps.Checkpoints.Read(id)
 		if cerrdefs.IsDataLoss(err) {
 			log.WithError(err).WithField("sandbox", id).Warn("removing corrupt sandbox checkpoint")
-			if err := s.cfg.Checkpoints.Remove(id); err != nil {
+			if err := s.deps.Checkpoints.Remove(id); err != nil {
 				log.WithError(err).Warn("cannot remove corrupt sandbox checkpoint")
 			}
 			continue

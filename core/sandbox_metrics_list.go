@@ -22,7 +22,7 @@ import (
 // kubernetes containers per call, so the engine walks their writable layers each
 // time kubelet collects.
 func (s *Service) ListPodSandboxMetrics(ctx context.Context, _ *runtimeapi.ListPodSandboxMetricsRequest) (*runtimeapi.ListPodSandboxMetricsResponse, error) {
-	if s.cfg.Metrics == nil {
+	if s.deps.Metrics == nil {
 		return nil, fmt.Errorf("metrics are not enabled: %w", cerrdefs.ErrNotImplemented)
 	}
 	sandboxes, err := s.docker.ListContainers(ctx, docker.ContainerFilter{
@@ -91,7 +91,7 @@ func (s *Service) podSandboxMetrics(ctx context.Context, sb docker.Container, md
 			ContainerID: sb.ID, ContainerName: sandboxName, Name: sb.Name, Image: sb.Image,
 			PodName: md.GetName(), PodNamespace: md.GetNamespace(), Pid: d.Pid,
 		}
-		ms, err := s.cfg.Metrics.PodNetwork(pod, now)
+		ms, err := s.deps.Metrics.PodNetwork(pod, now)
 		switch {
 		case cerrdefs.IsNotFound(err):
 			return nil, err
@@ -110,7 +110,7 @@ func (s *Service) podSandboxMetrics(ctx context.Context, sb docker.Container, md
 			log.WithError(err).WithField("container", c.ID).Warn("leaving out the metrics of a container")
 			continue
 		}
-		ms, err := s.cfg.Metrics.Collect(t, now)
+		ms, err := s.deps.Metrics.Collect(t, now)
 		if cerrdefs.IsNotFound(err) {
 			continue
 		}

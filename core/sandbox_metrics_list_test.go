@@ -27,7 +27,7 @@ func newRTMetrics(t *testing.T, env *rtEnv) *rtMetricsHost {
 	h.write(t, "sys/fs/cgroup/cgroup.controllers", "cpu io memory pids\n")
 	// The engine's data root, on whatever filesystem the temp dir is.
 	assert.NilError(t, os.MkdirAll(filepath.Join(h.root, env.dockerRoot), 0o755))
-	env.svc.cfg.Metrics = metrics.NewCollector(h.root)
+	env.svc.deps.Metrics = metrics.NewCollector(h.root)
 	return h
 }
 

@@ -32,23 +32,58 @@ func netnsPath(pid int) string {
 }
 
 // podNetwork describes a sandbox's attachment for the network plugin.
-func podNetwork(id string, pid int, md *runtimeapi.PodSandboxMetadata, ports []*runtimeapi.PortMapping) network.PodNetwork {
-	pn := network.PodNetwork{
+func podNetwork(id string, pid int, md *runtimeapi.PodSandboxMetadata, ports []network.PortMapping) network.PodNetwork {
+	return network.PodNetwork{
 		Namespace: md.GetNamespace(), Name: md.GetName(), UID: md.GetUid(),
-		SandboxID: id, NetNS: netnsPath(pid),
+		SandboxID: id, NetNS: netnsPath(pid), PortMappings: ports,
 	}
-	for _, pm := range ports {
-		pn.PortMappings = append(pn.PortMappings, network.PortMapping{
+}
+
+// protocolName is a CRI protocol as the engine, the CNI plugins and checkpoints
+// write it: "tcp", "udp", "sctp".
+func protocolName(p runtimeapi.Protocol) string {
+	return strings.ToLower(p.String())
+}
+
+// criPorts converts a sandbox config's port mappings for the network plugin.
+func criPorts(pms []*runtimeapi.PortMapping) []network.PortMapping {
+	var out []network.PortMapping
+	for _, pm := range pms {
+		out = append(out, network.PortMapping{
 			HostPort: pm.GetHostPort(), ContainerPort: pm.GetContainerPort(),
-			Protocol: strings.ToLower(pm.GetProtocol().String()), HostIP: pm.GetHostIp(),
+			Protocol: protocolName(pm.GetProtocol()), HostIP: pm.GetHostIp(),
 		})
 	}
-	return pn
+	return out
+}
+
+// checkpointPorts converts the port mappings kept in a checkpoint for the network
+// plugin. Fields an upstream checkpoint leaves out are zero (protocol: tcp, the
+// CRI's default); null entries are skipped.
+func checkpointPorts(cp *checkpoint.Checkpoint) []network.PortMapping {
+	var out []network.PortMapping
+	for _, pm := range cp.Data.PortMappings {
+		if pm == nil {
+			continue
+		}
+		m := network.PortMapping{HostIP: pm.HostIP, Protocol: protocolName(runtimeapi.Protocol_TCP)}
+		if pm.ContainerPort != nil {
+			m.ContainerPort = *pm.ContainerPort
+		}
+		if pm.HostPort != nil {
+			m.HostPort = *pm.HostPort
+		}
+		if pm.Protocol != nil && *pm.Protocol != "" {
+			m.Protocol = string(*pm.Protocol)
+		}
+		out = append(out, m)
+	}
+	return out
 }
 
 // setUpNetwork attaches a started sandbox to the pod network.
 func (s *Service) setUpNetwork(ctx context.Context, id string, pid int, cfg *runtimeapi.PodSandboxConfig) (network.Result, error) {
-	pn := podNetwork(id, pid, cfg.GetMetadata(), cfg.GetPortMappings())
+	pn := podNetwork(id, pid, cfg.GetMetadata(), criPorts(cfg.GetPortMappings()))
 	if dns := cfg.GetDnsConfig(); dns != nil {
 		pn.DNS = &network.DNS{Servers: dns.GetServers(), Searches: dns.GetSearches(), Options: dns.GetOptions()}
 	}
@@ -57,18 +92,18 @@ func (s *Service) setUpNetwork(ctx context.Context, id string, pid int, cfg *run
 		return network.Result{}, err
 	}
 	pn.Bandwidth = bw
-	return s.cfg.Network.SetUp(ctx, pn)
+	return s.deps.Network.SetUp(ctx, pn)
 }
 
 // tearDownNetwork detaches a sandbox from the pod network; pid 0 means its network
 // namespace is gone, and the plugins only release what they allocated.
-func (s *Service) tearDownNetwork(ctx context.Context, id string, pid int, md *runtimeapi.PodSandboxMetadata, ports []*runtimeapi.PortMapping) error {
-	return s.cfg.Network.TearDown(ctx, podNetwork(id, pid, md, ports))
+func (s *Service) tearDownNetwork(ctx context.Context, id string, pid int, md *runtimeapi.PodSandboxMetadata, ports []network.PortMapping) error {
+	return s.deps.Network.TearDown(ctx, podNetwork(id, pid, md, ports))
 }
 
 // networkIPs returns the IPs the network plugin gave a running sandbox.
 func (s *Service) networkIPs(ctx context.Context, id string) ([]string, error) {
-	res, err := s.cfg.Network.PodNetworkStatus(ctx, id)
+	res, err := s.deps.Network.PodNetworkStatus(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -77,23 +112,4 @@ func (s *Service) networkIPs(ctx context.Context, id string) ([]string, error) {
 		ips = append(ips, ip.String())
 	}
 	return ips, nil
-}
-
-// checkpointPorts returns the port mappings kept in a checkpoint.
-func checkpointPorts(cp *checkpoint.Checkpoint) []*runtimeapi.PortMapping {
-	var out []*runtimeapi.PortMapping
-	for _, pm := range cp.Data.PortMappings {
-		m := &runtimeapi.PortMapping{HostIp: pm.HostIP}
-		if pm.ContainerPort != nil {
-			m.ContainerPort = *pm.ContainerPort
-		}
-		if pm.HostPort != nil {
-			m.HostPort = *pm.HostPort
-		}
-		if pm.Protocol != nil {
-			m.Protocol = runtimeapi.Protocol(runtimeapi.Protocol_value[strings.ToUpper(string(*pm.Protocol))])
-		}
-		out = append(out, m)
-	}
-	return out
 }

@@ -65,7 +65,7 @@ func TestPodNetwork(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			assert.DeepEqual(t, podNetwork("sb", tc.pid, md, tc.ports), tc.want)
+			assert.DeepEqual(t, podNetwork("sb", tc.pid, md, criPorts(tc.ports)), tc.want)
 		})
 	}
 }
@@ -82,12 +82,15 @@ func TestCheckpointPortsRoundTrip(t *testing.T) {
 	assert.Equal(t, cp.Name, "web")
 	assert.Equal(t, cp.Namespace, "default")
 	assert.Check(t, !cp.Data.HostNetwork)
-	got := checkpointPorts(cp)
-	assert.Equal(t, len(got), 3)
-	for i, pm := range got {
-		assert.Check(t, pm.Protocol == cfg.PortMappings[i].Protocol && pm.ContainerPort == cfg.PortMappings[i].ContainerPort &&
-			pm.HostPort == cfg.PortMappings[i].HostPort && pm.HostIp == cfg.PortMappings[i].HostIp, "mapping %d: %v", i, pm)
-	}
-	// A checkpoint written by upstream with fields missing.
-	assert.Check(t, is.Len(checkpointPorts(checkpoint.New("a", "b", &checkpoint.Data{PortMappings: []*checkpoint.PortMapping{{}}})), 1))
+	assert.DeepEqual(t, checkpointPorts(cp), []network.PortMapping{
+		{Protocol: "tcp", ContainerPort: 80, HostPort: 18080},
+		{Protocol: "udp", ContainerPort: 53, HostPort: 5353, HostIP: "127.0.0.1"},
+		{Protocol: "sctp", ContainerPort: 9, HostPort: 9999},
+	})
+	assert.DeepEqual(t, checkpointPorts(cp), criPorts(cfg.PortMappings))
+	// A checkpoint written by upstream with fields missing: the CRI's defaults.
+	assert.DeepEqual(t, checkpointPorts(checkpoint.New("a", "b", &checkpoint.Data{PortMappings: []*checkpoint.PortMapping{{}}})),
+		[]network.PortMapping{{Protocol: "tcp"}})
+	// A null entry (valid JSON with a valid checksum) is skipped, not dereferenced.
+	assert.Check(t, is.Len(checkpointPorts(checkpoint.New("a", "b", &checkpoint.Data{PortMappings: []*checkpoint.PortMapping{nil}})), 0))
 }

@@ -20,7 +20,7 @@ func (s *Service) RemovePodSandbox(ctx context.Context, req *runtimeapi.RemovePo
 			return nil, err
 		}
 		if id != "" {
-			if err := ignoreInvalid(s.cfg.Checkpoints.Remove(id)); err != nil {
+			if err := ignoreInvalid(s.deps.Checkpoints.Remove(id)); err != nil {
 				return nil, err
 			}
 		}
@@ -44,7 +44,7 @@ func (s *Service) RemovePodSandbox(ctx context.Context, req *runtimeapi.RemovePo
 	if err := ignoreNotFound(s.docker.RemoveContainer(ctx, sb.ID)); err != nil {
 		return nil, fmt.Errorf("remove pod sandbox %s: %w", sb.ID, err)
 	}
-	if err := s.cfg.Checkpoints.Remove(sb.ID); err != nil {
+	if err := s.deps.Checkpoints.Remove(sb.ID); err != nil {
 		return nil, err
 	}
 	s.logger(ctx).WithField("sandbox", sb.ID).Info("pod sandbox removed")

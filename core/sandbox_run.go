@@ -41,13 +41,13 @@ func (s *Service) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandb
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), undoTimeout)
 		defer cancel()
 		errs := []error{cause}
-		if !hostNetwork(cfg) && s.cfg.Network != nil {
-			errs = append(errs, s.tearDownNetwork(cctx, id, 0, cfg.GetMetadata(), cfg.GetPortMappings()))
+		if !hostNetwork(cfg) && s.deps.Network != nil {
+			errs = append(errs, s.tearDownNetwork(cctx, id, 0, cfg.GetMetadata(), criPorts(cfg.GetPortMappings())))
 		}
-		errs = append(errs, ignoreNotFound(s.docker.RemoveContainer(cctx, id)), s.cfg.Checkpoints.Remove(id))
+		errs = append(errs, ignoreNotFound(s.docker.RemoveContainer(cctx, id)), s.deps.Checkpoints.Remove(id))
 		return joinErrs(errs...)
 	}
-	if err := s.cfg.Checkpoints.Write(id, sandboxCheckpoint(cfg)); err != nil {
+	if err := s.deps.Checkpoints.Write(id, sandboxCheckpoint(cfg)); err != nil {
 		return nil, undo(fmt.Errorf("checkpoint pod sandbox %s: %w", id, err))
 	}
 	if err := s.docker.StartContainer(ctx, id); err != nil {
@@ -62,7 +62,7 @@ func (s *Service) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandb
 			return nil, undo(err)
 		}
 	}
-	if !hostNetwork(cfg) && s.cfg.Network != nil {
+	if !hostNetwork(cfg) && s.deps.Network != nil {
 		if _, err := s.setUpNetwork(ctx, id, info.Pid, cfg); err != nil {
 			return nil, undo(fmt.Errorf("set up network of pod sandbox %s: %w", id, err))
 		}
@@ -94,7 +94,7 @@ func (s *Service) sandboxSpec(ctx context.Context, cfg *runtimeapi.PodSandboxCon
 	case ns.GetNetwork() == runtimeapi.NamespaceMode_NODE:
 		spec.NetworkMode = modeHost
 		spec.UTSMode = modeHost
-	case s.cfg.Network != nil:
+	case s.deps.Network != nil:
 		spec.NetworkMode = modeNone
 		spec.Hostname = cfg.GetHostname()
 	default:
@@ -174,7 +174,7 @@ func portBindings(pms []*runtimeapi.PortMapping) []docker.PortBinding {
 			continue
 		}
 		out = append(out, docker.PortBinding{
-			Protocol:      strings.ToLower(pm.GetProtocol().String()),
+			Protocol:      protocolName(pm.GetProtocol()),
 			ContainerPort: int(pm.GetContainerPort()),
 			HostIP:        pm.GetHostIp(),
 			HostPort:      int(pm.GetHostPort()),

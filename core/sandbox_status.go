@@ -76,7 +76,7 @@ func (s *Service) sandboxIPs(ctx context.Context, sb docker.ContainerDetails) ([
 	if sb.State != docker.StateRunning || sb.NetworkMode == modeHost {
 		return nil, nil
 	}
-	if s.cfg.Network == nil {
+	if s.deps.Network == nil {
 		var ips []string
 		for _, ip := range []string{sb.IPAddress, sb.IPv6Address} {
 			if ip != "" {

@@ -9,6 +9,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/dockpin/cri-dockerd/core/docker"
+	"github.com/dockpin/cri-dockerd/core/network"
 )
 
 // sandboxStopTimeout is how long the pause container gets to exit on SIGTERM.
@@ -59,14 +60,14 @@ func (s *Service) stopSandboxContainers(ctx context.Context, sandboxID string) e
 
 // tearDownSandbox tears down a sandbox's CNI network (idempotent).
 func (s *Service) tearDownSandbox(ctx context.Context, sb docker.ContainerDetails) error {
-	if s.cfg.Network == nil || sb.NetworkMode == modeHost {
+	if s.deps.Network == nil || sb.NetworkMode == modeHost {
 		return nil
 	}
 	md, err := sandboxMetadata(sb.Container)
 	if err != nil {
 		return err
 	}
-	var ports []*runtimeapi.PortMapping
+	var ports []network.PortMapping
 	if cp, err := s.readCheckpoint(sb.ID); err == nil && cp != nil {
 		ports = checkpointPorts(cp)
 	}
@@ -80,7 +81,7 @@ func (s *Service) tearDownSandbox(ctx context.Context, sb docker.ContainerDetail
 // tearDownOrphan tears down the network of a sandbox whose container is gone but
 // whose checkpoint is left (the engine lost it, or it was removed behind our back).
 func (s *Service) tearDownOrphan(ctx context.Context, id string) error {
-	if s.cfg.Network == nil || id == "" {
+	if s.deps.Network == nil || id == "" {
 		return nil
 	}
 	cp, err := s.readCheckpoint(id)

@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"io"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -26,29 +27,12 @@ type Pinner interface {
 	Info() map[string]any
 }
 
-// PinKeeper keeps an image's pin across a pull that replaces its record's labels
-// (implemented by pinning.ContainerdSource).
-type PinKeeper interface {
-	// KeepPin is called before ref is pulled; the function it returns is called after
-	// a successful pull and puts back a pin the pull removed. It logs its own failures.
-	KeepPin(ctx context.Context, ref string) func(context.Context)
-}
-
-// Config is what the CRI service needs from the command line.
+// Config holds the service's settings, taken from the command line.
 type Config struct {
-	// NetworkPlugin is --network-plugin: "cni" or "" (Docker's default bridge).
-	NetworkPlugin string
-	// CNIConfDir is --cni-conf-dir; NetworkReady needs a config there when NetworkPlugin is "cni".
-	CNIConfDir string
 	// ImagePullProgressDeadline cancels pulls without progress for this long.
 	ImagePullProgressDeadline time.Duration
 	// Effective is the effective configuration, shown as JSON by verbose Status.
 	Effective any
-	// PinKeeper, when set, keeps pins across our own pulls.
-	PinKeeper PinKeeper
-	// StatusInfo are extra sections of verbose Status, by key (e.g. the image cache's state).
-	StatusInfo map[string]func() any
-
 	// RecursiveReadOnlyMounts is true when the engine can make read-only mounts
 	// recursively read-only (API 1.44, Docker 25); Status reports it to kubelet.
 	RecursiveReadOnlyMounts bool
@@ -57,6 +41,15 @@ type Config struct {
 	CredentialFiles []string
 	// SandboxImage is --pod-infra-container-image, the image of every sandbox's pause container.
 	SandboxImage string
+}
+
+// Deps are the parts the service calls: the engine, the pinner and the node's
+// subsystems. Docker and Pins are required; a nil subsystem is described on its field.
+type Deps struct {
+	// Docker is the engine (with the image cache and pin keeping in front when enabled).
+	Docker docker.Client
+	// Pins decides whether images are pinned and why.
+	Pins Pinner
 	// Network sets up and tears down pod networks; nil with --network-plugin="" (Docker's bridge).
 	Network Network
 	// Checkpoints keeps one checkpoint per sandbox (required by the sandbox RPCs).
@@ -67,7 +60,21 @@ type Config struct {
 	Streaming Streamer
 	// Metrics reads the CRI metrics of containers and pods from the host; nil answers
 	// ListMetricDescriptors and ListPodSandboxMetrics Unimplemented.
-	Metrics *metrics.Collector
+	Metrics MetricsCollector
+	// StatusInfo are extra sections of verbose Status, by key (e.g. the image cache's state).
+	StatusInfo map[string]func() any
+	// Log is the logger of work done outside a request; nil discards.
+	Log logrus.FieldLogger
+}
+
+// MetricsCollector reads the CRI metrics of containers and pods (implemented by
+// metrics.Collector).
+type MetricsCollector interface {
+	Descriptors() []*runtimeapi.MetricDescriptor
+	// Collect returns a container's metrics; NotFound when its process is gone.
+	Collect(t metrics.Target, now time.Time) ([]*runtimeapi.Metric, error)
+	// PodNetwork returns the network counters of a pod's namespace.
+	PodNetwork(t metrics.Target, now time.Time) ([]*runtimeapi.Metric, error)
 }
 
 // Checkpoints stores sandbox checkpoints (implemented by checkpoint.Store).
@@ -97,12 +104,19 @@ type Service struct {
 	docker docker.Client
 	pins   Pinner
 	cfg    Config
+	deps   Deps
 	log    logrus.FieldLogger
 }
 
-// New returns a Service using client for the engine and pins for pinning.
-func New(cfg Config, client docker.Client, pins Pinner, log logrus.FieldLogger) *Service {
-	return &Service{docker: client, pins: pins, cfg: cfg, log: log}
+// New returns a Service with the settings cfg over the parts deps.
+func New(cfg Config, deps Deps) *Service {
+	log := deps.Log
+	if log == nil {
+		l := logrus.New()
+		l.SetOutput(io.Discard)
+		log = l
+	}
+	return &Service{docker: deps.Docker, pins: deps.Pins, cfg: cfg, deps: deps, log: log}
 }
 
 type loggerKey struct{}

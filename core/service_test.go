@@ -31,7 +31,7 @@ func newTestService(t testing.TB, mutate func(*pinning.Config)) (*Service, *dock
 	pins, err := pinning.New(cfg, quietLogger())
 	assert.NilError(t, err)
 	fake := dockertest.New()
-	return New(Config{NetworkPlugin: "", Effective: map[string]string{"k": "v"}}, fake, pins, quietLogger()), fake
+	return New(Config{Effective: map[string]string{"k": "v"}}, Deps{Docker: fake, Pins: pins, Log: quietLogger()}), fake
 }
 
 // id returns a valid, distinct-looking image ID made from n.

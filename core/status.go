@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
@@ -20,17 +18,12 @@ func (s *Service) Status(ctx context.Context, req *runtimeapi.StatusRequest) (*r
 		runtimeReady.Message = fmt.Sprintf("docker: failed to get docker version: %v", err)
 	}
 	networkReady := &runtimeapi.RuntimeCondition{Type: runtimeapi.NetworkReady, Status: true}
-	switch {
-	case s.cfg.Network != nil:
-		if err := s.cfg.Network.Status(ctx); err != nil {
+	if s.deps.Network != nil { // nil: Docker's bridge, always ready
+		if err := s.deps.Network.Status(ctx); err != nil {
 			networkReady.Status = false
 			networkReady.Reason = "NetworkPluginNotReady"
 			networkReady.Message = fmt.Sprintf("docker: network plugin is not ready: %v", err)
 		}
-	case s.cfg.NetworkPlugin != "" && !hasCNIConfig(s.cfg.CNIConfDir):
-		networkReady.Status = false
-		networkReady.Reason = "NetworkPluginNotReady"
-		networkReady.Message = "docker: network plugin is not ready: cni config uninitialized"
 	}
 	resp := &runtimeapi.StatusResponse{
 		Status:          &runtimeapi.RuntimeStatus{Conditions: []*runtimeapi.RuntimeCondition{runtimeReady, networkReady}},
@@ -38,7 +31,7 @@ func (s *Service) Status(ctx context.Context, req *runtimeapi.StatusRequest) (*r
 	}
 	if req.GetVerbose() {
 		parts := map[string]any{"config": s.cfg.Effective, "pinning": s.pins.Info()}
-		for k, f := range s.cfg.StatusInfo {
+		for k, f := range s.deps.StatusInfo {
 			parts[k] = f()
 		}
 		info, err := statusInfo(parts)
@@ -60,23 +53,6 @@ func statusInfo(parts map[string]any) (map[string]string, error) {
 		out[k] = string(raw)
 	}
 	return out, nil
-}
-
-// hasCNIConfig tells whether dir holds a CNI network configuration file.
-func hasCNIConfig(dir string) bool {
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return false
-	}
-	for _, e := range entries {
-		switch filepath.Ext(e.Name()) {
-		case ".conf", ".conflist", ".json":
-			if !e.IsDir() {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 // runtimeHandlers lists the default handler ("") and each OCI runtime the engine is

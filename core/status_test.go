@@ -3,8 +3,7 @@ package core
 import (
 	"context"
 	"encoding/json"
-	"os"
-	"path/filepath"
+	"errors"
 	"testing"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -22,16 +21,17 @@ func conditions(resp *runtimeapi.StatusResponse) map[string]bool {
 
 func TestStatus(t *testing.T) {
 	svc, fake := newTestService(t, nil)
-	dir := t.TempDir()
-	svc.cfg.NetworkPlugin, svc.cfg.CNIConfDir = "cni", dir
-	svc.cfg.StatusInfo = map[string]func() any{"imageCache": func() any { return map[string]string{"state": "live"} }}
+	nw := newRTFakeNetwork()
+	nw.StatusError(errors.New("cni config uninitialized"))
+	svc.deps.Network = nw
+	svc.deps.StatusInfo = map[string]func() any{"imageCache": func() any { return map[string]string{"state": "live"} }}
 	ctx := context.Background()
 
 	resp, err := svc.Status(ctx, &runtimeapi.StatusRequest{})
 	assert.NilError(t, err)
 	assert.DeepEqual(t, conditions(resp), map[string]bool{runtimeapi.RuntimeReady: true, runtimeapi.NetworkReady: false})
 
-	assert.NilError(t, os.WriteFile(filepath.Join(dir, "10-bridge.conflist"), []byte("{}"), 0o644))
+	nw.StatusError(nil)
 	resp, err = svc.Status(ctx, &runtimeapi.StatusRequest{Verbose: true})
 	assert.NilError(t, err)
 	assert.DeepEqual(t, conditions(resp), map[string]bool{runtimeapi.RuntimeReady: true, runtimeapi.NetworkReady: true})

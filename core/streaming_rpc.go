@@ -20,10 +20,10 @@ type Streamer interface {
 
 // streamer returns the streaming server, Unimplemented without one.
 func (s *Service) streamer() (Streamer, error) {
-	if s.cfg.Streaming == nil {
+	if s.deps.Streaming == nil {
 		return nil, fmt.Errorf("streaming is not enabled: %w", cerrdefs.ErrNotImplemented)
 	}
-	return s.cfg.Streaming, nil
+	return s.deps.Streaming, nil
 }
 
 // runningContainer returns container id when it runs; FailedPrecondition otherwise.

@@ -35,7 +35,7 @@ func (f *fakeStreamer) GetPortForward(req *runtimeapi.PortForwardRequest) (*runt
 func TestStreamingRPCs(t *testing.T) {
 	env := newRTEnv(t)
 	st := &fakeStreamer{}
-	env.svc.cfg.Streaming = st
+	env.svc.deps.Streaming = st
 	ctx := context.Background()
 	sbCfg := rtSandboxConfig("web")
 	sbID := env.runSandbox(t, sbCfg)
@@ -76,7 +76,7 @@ func TestStreamingRPCs(t *testing.T) {
 	assert.Check(t, is.Len(st.execs, 1))
 	assert.Check(t, is.Len(st.forwards, 1))
 
-	env.svc.cfg.Streaming = nil
+	env.svc.deps.Streaming = nil
 	_, err = env.svc.Attach(ctx, &runtimeapi.AttachRequest{ContainerId: cid, Stdout: true})
 	assert.Check(t, cerrdefs.IsNotImplemented(err), "%v", err)
 }

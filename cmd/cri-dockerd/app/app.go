@@ -114,26 +114,23 @@ func run(opts *Options, log *logrus.Logger) error {
 		return err
 	}
 	svcCfg := core.Config{
-		NetworkPlugin:             opts.NetworkPlugin,
-		CNIConfDir:                opts.CNIConfDir,
 		ImagePullProgressDeadline: opts.ImagePullProgressDeadline,
 		Effective:                 opts,
 		SandboxImage:              opts.SandboxImage,
 		CredentialFiles:           core.DefaultCredentialFiles(),
 		RecursiveReadOnlyMounts:   v.APIAtLeast("1.44"),
-		Checkpoints:               checkpoints,
-		Metrics:                   metrics.NewCollector("/"),
 	}
-	if opts.NetworkPlugin != "" { // "kubenet" is refused here, with the reason
+	deps := core.Deps{Pins: pins, Checkpoints: checkpoints, Metrics: metrics.NewCollector("/"), Log: log}
+	if opts.NetworkPlugin != "" { // "cni": Validate refused anything else
 		nw, err := network.New(opts.networkConfig(), log.WithField("component", "cni"))
 		if err != nil {
 			return err
 		}
-		svcCfg.Network = nw
+		deps.Network = nw
 	}
 	logCopier := logs.NewManager(client, logs.Config{}, log.WithField("component", "logs"))
 	defer logCopier.Close()
-	svcCfg.Logs = logCopier
+	deps.Logs = logCopier
 	streamCfg := streaming.DefaultConfig()
 	streamCfg.Addr = opts.StreamingBindAddr
 	streams, err := streaming.New(streamCfg, client, log.WithField("component", "streaming"))
@@ -144,13 +141,15 @@ func run(opts *Options, log *logrus.Logger) error {
 	streamsDone := make(chan error, 1)
 	go func() { streamsDone <- streams.Serve() }()
 	log.WithField("address", streams.Addr()).Info("serving exec, attach and port-forward streams")
-	svcCfg.Streaming = streams
-	if ctrd != nil && opts.PreservePinOnPull {
-		svcCfg.PinKeeper = ctrd
-	}
-	images := imageClient(opts, client, log, &svcCfg)
+	deps.Streaming = streams
+	images := imageClient(opts, client, log)
 	defer images.stop()
-	svc := core.New(svcCfg, images.client, pins, log)
+	deps.StatusInfo = map[string]func() any{"imageCache": images.info}
+	deps.Docker = images.client
+	if ctrd != nil && opts.PreservePinOnPull {
+		deps.Docker = core.KeepPins(images.client, ctrd)
+	}
+	svc := core.New(svcCfg, deps)
 	// Its own deadline: preloading images may have used up the startup one.
 	resumeCtx, cancelResume := context.WithTimeout(context.Background(), startupTimeout)
 	if err := svc.ResumeLogs(resumeCtx); err != nil {
@@ -202,15 +201,17 @@ func run(opts *Options, log *logrus.Logger) error {
 // of it when enabled.
 type engineImages struct {
 	client docker.Client
-	stop   func()
+	// info is the cache's state for verbose Status.
+	info func() any
+	stop func()
 }
 
-func imageClient(opts *Options, engine docker.Client, log logrus.FieldLogger, cfg *core.Config) engineImages {
+func imageClient(opts *Options, engine docker.Client, log logrus.FieldLogger) engineImages {
 	if !opts.ImageCache {
-		cfg.StatusInfo = map[string]func() any{"imageCache": func() any {
+		info := func() any {
 			return map[string]any{"enabled": false, "reason": "--image-cache=false: every request calls the engine"}
-		}}
-		return engineImages{client: engine, stop: func() {}}
+		}
+		return engineImages{client: engine, info: info, stop: func() {}}
 	}
 	cacheCfg := imagecache.DefaultConfig()
 	cacheCfg.ResyncInterval = opts.ImageCacheResync
@@ -218,8 +219,7 @@ func imageClient(opts *Options, engine docker.Client, log logrus.FieldLogger, cf
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { cache.Run(ctx); close(done) }()
-	cfg.StatusInfo = map[string]func() any{"imageCache": func() any { return cache.CacheInfo() }}
-	return engineImages{client: cache, stop: func() { cancel(); <-done }}
+	return engineImages{client: cache, info: func() any { return cache.CacheInfo() }, stop: func() { cancel(); <-done }}
 }
 
 func reload(pins *pinning.Pinner, log logrus.FieldLogger) {

@@ -25,7 +25,7 @@ type Options struct {
 	RootDirectory string `json:"criDockerdRootDirectory"`
 	// SandboxImage is the pod infra ("pause") image; it is always pinned.
 	SandboxImage string `json:"podInfraContainerImage"`
-	// NetworkPlugin is "cni" or "" (Docker's default bridge); "kubenet" is accepted as upstream.
+	// NetworkPlugin is "cni" or "" (Docker's default bridge); Validate refuses "kubenet".
 	NetworkPlugin string `json:"networkPlugin"`
 	// CNIBinDir is a comma-separated list of CNI plugin directories.
 	CNIBinDir string `json:"cniBinDir"`

@@ -1,0 +1,42 @@
+package core
+
+import (
+	"context"
+
+	"github.com/dockpin/cri-dockerd/core/docker"
+)
+
+// PinKeeper keeps an image's pin across a pull that replaces its record's labels
+// (implemented by pinning.ContainerdSource).
+type PinKeeper interface {
+	// KeepPin is called before ref is pulled; the function it returns is called after
+	// a successful pull and puts back a pin the pull removed. It logs its own failures.
+	KeepPin(ctx context.Context, ref string) func(context.Context)
+}
+
+// KeepPins returns client with keeper around every pull: the pin an image's record
+// carries before the pull is put back after it. All the service's pulls go through
+// the client it is given, kubelet's PullImage and the sandbox image's pull alike.
+// A nil keeper returns client unchanged.
+func KeepPins(client docker.Client, keeper PinKeeper) docker.Client {
+	if keeper == nil {
+		return client
+	}
+	return &pinKeepingClient{Client: client, keeper: keeper}
+}
+
+// pinKeepingClient is a docker.Client whose pulls keep pins.
+type pinKeepingClient struct {
+	docker.Client
+	keeper PinKeeper
+}
+
+// PullImage pulls ref and puts back the pin the pull removed from its record.
+func (c *pinKeepingClient) PullImage(ctx context.Context, ref string, opts docker.PullOptions) error {
+	restore := c.keeper.KeepPin(ctx, ref)
+	if err := c.Client.PullImage(ctx, ref, opts); err != nil {
+		return err
+	}
+	restore(ctx)
+	return nil
+}
