@@ -9,9 +9,8 @@ import (
 	"os"
 	"strings"
 
-	"github.com/distribution/reference"
-
 	"github.com/dockpin/cri-dockerd/core/docker"
+	"github.com/dockpin/cri-dockerd/imageref"
 )
 
 // DefaultCredentialFiles are where the node keeps registry credentials, searched in
@@ -38,11 +37,11 @@ type dockerConfig struct {
 // (the first file that has an entry for it wins), nil when it holds none. Only the
 // sandbox image is pulled this way: kubelet brings its own credentials for the rest.
 func nodeCredentials(files []string, ref string) (*docker.AuthConfig, error) {
-	named, err := reference.ParseNormalizedNamed(ref)
+	r, err := imageref.Parse(ref)
 	if err != nil {
-		return nil, fmt.Errorf("image %q: %w", ref, err)
+		return nil, err
 	}
-	host := reference.Domain(named)
+	host := r.Domain()
 	keys := []string{host, "https://" + host, "http://" + host}
 	if host == "docker.io" {
 		keys = append(keys, "https://index.docker.io/v1/", "index.docker.io")

@@ -2,10 +2,7 @@ package core
 
 import (
 	"context"
-	"fmt"
-	"strings"
 
-	cerrdefs "github.com/containerd/errdefs"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/dockpin/cri-dockerd/core/docker"
@@ -42,24 +39,4 @@ func (s *Service) ListImages(ctx context.Context, req *runtimeapi.ListImagesRequ
 	}
 	s.logger(ctx).WithField("images", len(out)).WithField("pinned", npinned).Debug("listed images")
 	return &runtimeapi.ListImagesResponse{Images: out}, nil
-}
-
-// imageFilter returns the predicate for a CRI image filter: a reference pattern
-// (tag, digest or bare repository, normalised) or an image ID or ID prefix.
-func imageFilter(f *runtimeapi.ImageFilter) (func(*pinning.Image) bool, error) {
-	ref := strings.TrimSpace(f.GetImage().GetImage())
-	if ref == "" {
-		return func(*pinning.Image) bool { return true }, nil
-	}
-	idPrefix := strings.TrimPrefix(ref, "sha256:")
-	pattern, err := pinning.ParsePattern(ref)
-	if err != nil || strings.Contains(ref, "*") {
-		return nil, fmt.Errorf("invalid image filter %q: %w", ref, cerrdefs.ErrInvalidArgument)
-	}
-	return func(img *pinning.Image) bool {
-		if len(idPrefix) >= 6 && strings.HasPrefix(strings.TrimPrefix(img.ID, "sha256:"), idPrefix) {
-			return true
-		}
-		return pattern.Match(img)
-	}, nil
 }

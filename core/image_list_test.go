@@ -54,7 +54,9 @@ func TestListImagesPinned(t *testing.T) {
 
 func TestListImagesFilter(t *testing.T) {
 	svc, fake := newTestService(t, nil)
-	fake.AddImage(testImage(1, "busybox:1.36", "busybox:latest"))
+	bb := testImage(1, "busybox:1.36", "busybox:latest")
+	bb.RepoDigests = []string{"busybox@" + id(3)}
+	fake.AddImage(bb)
 	fake.AddImage(testImage(2, "registry.k8s.io/pause:3.10"))
 	tests := []struct {
 		filter string
@@ -67,6 +69,12 @@ func TestListImagesFilter(t *testing.T) {
 		{filter: "registry.k8s.io/pause:3.10", want: []string{id(2)}},
 		{filter: id(2), want: []string{id(2)}},
 		{filter: id(2)[7:19], want: []string{id(2)}},
+		{filter: id(2)[7:], want: []string{id(2)}},                     // crictl images <full id>
+		{filter: "sha256:" + id(2)[7:10], want: []string{id(2)}},       // crictl images sha256:<prefix>
+		{filter: "sha256:" + id(3)[7:], want: []string{id(1)}},         // a repo digest
+		{filter: "busybox@sha256:" + id(3)[7:], want: []string{id(1)}}, // name@digest
+		{filter: "quay.io/busybox", want: nil},
+		{filter: "sha256", want: nil}, // a repository name, not an ID
 	}
 	for _, tc := range tests {
 		t.Run(tc.filter, func(t *testing.T) {
@@ -90,6 +98,12 @@ func TestListImagesErrors(t *testing.T) {
 	})
 	assert.Check(t, cerrdefs.IsInvalidArgument(err), "got %v", err)
 	assert.Check(t, is.ErrorContains(err, `"Not A Ref"`))
+	for _, bad := range []string{"busy*", "sha256:", "sha256:XYZ", "*"} {
+		_, err = svc.ListImages(context.Background(), &runtimeapi.ListImagesRequest{
+			Filter: &runtimeapi.ImageFilter{Image: &runtimeapi.ImageSpec{Image: bad}},
+		})
+		assert.Check(t, cerrdefs.IsInvalidArgument(err), "%q: got %v", bad, err)
+	}
 
 	fake.SetDown(true)
 	_, err = svc.ListImages(context.Background(), &runtimeapi.ListImagesRequest{})

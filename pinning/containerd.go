@@ -10,7 +10,6 @@ import (
 	"time"
 
 	imagesapi "github.com/containerd/containerd/api/services/images/v1"
-	"github.com/distribution/reference"
 	"github.com/sirupsen/logrus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
@@ -19,6 +18,8 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/fieldmaskpb"
+
+	"github.com/dockpin/cri-dockerd/imageref"
 )
 
 // DanglingPrefix names the records the engine keeps for untagged images.
@@ -186,7 +187,7 @@ func (m recordMatcher) Match(img *Image) []Reason {
 // record. If the record carries the pin now, the returned function (to call after a
 // successful pull) puts back exactly that label with a field-path update.
 func (s *ContainerdSource) KeepPin(ctx context.Context, ref string) func(context.Context) {
-	name, ok := recordName(ref)
+	name, ok := imageref.Resolved(ref) // the engine's record name for ref
 	if !ok {
 		return func(context.Context) {}
 	}
@@ -229,16 +230,6 @@ func (s *ContainerdSource) record(ctx context.Context, name string) *imagesapi.I
 		return nil
 	}
 	return resp.GetImage()
-}
-
-// recordName is the engine's containerd record name for ref: fully qualified, with
-// :latest when neither tag nor digest is given.
-func recordName(ref string) (string, bool) {
-	n, err := reference.ParseNormalizedNamed(ref)
-	if err != nil {
-		return "", false
-	}
-	return reference.TagNameOnly(n).String(), true
 }
 
 // Disabled is a Source that pins nothing and makes no calls; it lets Info say that a

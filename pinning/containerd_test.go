@@ -260,19 +260,3 @@ func TestContainerdKeepPin(t *testing.T) {
 
 	src.KeepPin(ctx, "never-pulled:1")(ctx) // no record: nothing to keep, no error
 }
-
-func TestRecordName(t *testing.T) {
-	for in, want := range map[string]string{
-		"busybox":                    "docker.io/library/busybox:latest",
-		"rancher/pause:3.6":          "docker.io/rancher/pause:3.6",
-		"127.0.0.1:5000/x/y:1":       "127.0.0.1:5000/x/y:1",
-		"busybox@" + digestA:         "docker.io/library/busybox@" + digestA,
-		"registry.k8s.io/pause:3.10": "registry.k8s.io/pause:3.10",
-	} {
-		got, ok := recordName(in)
-		assert.Check(t, ok)
-		assert.Equal(t, got, want)
-	}
-	_, ok := recordName("Bad Ref")
-	assert.Check(t, !ok)
-}

@@ -6,8 +6,9 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/distribution/reference"
 	"github.com/opencontainers/go-digest"
+
+	"github.com/dockpin/cri-dockerd/imageref"
 )
 
 type patternKind int
@@ -122,11 +123,11 @@ func parseRefPattern(text string) (Pattern, error) {
 		}
 		return Pattern{kind: kindBareDigest, digest: d.String()}, nil
 	}
-	named, err := reference.ParseNormalizedNamed(text)
+	ref, err := imageref.Parse(text)
 	if err != nil {
 		return Pattern{}, err
 	}
-	r := newNormRef(named)
+	r := newNormRef(ref)
 	switch {
 	case r.digest != "":
 		return Pattern{kind: kindDigest, key: r.digKey, digest: r.digest}, nil

@@ -1,11 +1,10 @@
 package pinning
 
 import (
-	"strings"
 	"sync"
 	"sync/atomic"
 
-	"github.com/distribution/reference"
+	"github.com/dockpin/cri-dockerd/imageref"
 )
 
 // maxCachedRefs bounds the normalisation cache; it is emptied when it grows past this.
@@ -26,31 +25,15 @@ type normRef struct {
 // normalizeRef parses an image reference as Docker reports it (familiar form allowed).
 // It returns nil for "<none>" placeholders and anything that does not parse.
 func normalizeRef(s string) *normRef {
-	if s == "" || strings.Contains(s, "<none>") {
-		return nil
-	}
-	named, err := reference.ParseNormalizedNamed(s)
+	r, err := imageref.Parse(s)
 	if err != nil {
 		return nil
 	}
-	return newNormRef(named)
+	return newNormRef(r)
 }
 
-func newNormRef(named reference.Named) *normRef {
-	r := &normRef{name: named.Name(), full: named.String()}
-	tagged, hasTag := named.(reference.Tagged)
-	digested, hasDigest := named.(reference.Digested)
-	if hasDigest {
-		r.digest = digested.Digest().String()
-		r.digKey = r.name + "@" + r.digest
-	}
-	switch {
-	case hasTag && hasDigest:
-		r.tagKey = r.name + ":" + tagged.Tag()
-	case hasTag:
-		r.tagKey = r.full
-	}
-	return r
+func newNormRef(r imageref.Ref) *normRef {
+	return &normRef{name: r.Name, full: r.String(), tagKey: r.TagKey(), digKey: r.DigestKey(), digest: r.Digest}
 }
 
 // refCache memoises normalizeRef per input string. It is safe for concurrent use.

@@ -5,9 +5,8 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/distribution/reference"
-
 	"github.com/dockpin/cri-dockerd/core/docker"
+	"github.com/dockpin/cri-dockerd/imageref"
 )
 
 // entry is one image as the engine shows it in its list (listed; nil for an image
@@ -147,8 +146,7 @@ func (x *index) resolve(ref string) (found, bool) {
 			return found{id: key, inspected: e.inspected}, true
 		}
 	}
-	if n, err := reference.ParseNormalizedNamed(ref); err == nil {
-		want := reference.TagNameOnly(n).String()
+	if want, ok := imageref.Resolved(ref); ok {
 		for id, e := range x.byID {
 			if slices.Contains(e.names, want) {
 				return found{id: id, inspected: e.inspected}, true
@@ -174,9 +172,8 @@ func (x *index) byIDPrefix(prefix string) (found, bool) {
 
 // normalise returns the fully qualified form of a reference, or r when it does not parse.
 func normalise(r string) string {
-	n, err := reference.ParseNormalizedNamed(r)
-	if err != nil {
-		return r
+	if n, ok := imageref.Normalize(r); ok {
+		return n
 	}
-	return n.String()
+	return r
 }

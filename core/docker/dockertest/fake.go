@@ -15,9 +15,9 @@ import (
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
-	"github.com/distribution/reference"
 
 	"github.com/dockpin/cri-dockerd/core/docker"
+	"github.com/dockpin/cri-dockerd/imageref"
 )
 
 // Fake is a stateful in-memory engine. The zero value is not usable; call New.
@@ -428,18 +428,19 @@ func isID(img *docker.Image, ref string) bool {
 	return ref == img.ID || (len(r) >= 12 && strings.HasPrefix(hex, r))
 }
 
+// normalise is the reference the engine resolves ref to; ref itself when it does not parse.
 func normalise(ref string) string {
-	n, err := reference.ParseNormalizedNamed(ref)
-	if err != nil {
-		return ref
+	if r, ok := imageref.Resolved(ref); ok {
+		return r
 	}
-	return reference.TagNameOnly(n).String()
+	return ref
 }
 
+// familiar is the short form the engine shows for ref; ref itself when it does not parse.
 func familiar(ref string) string {
-	n, err := reference.ParseNormalizedNamed(ref)
+	r, err := imageref.Parse(ref)
 	if err != nil {
 		return ref
 	}
-	return reference.FamiliarString(reference.TagNameOnly(n))
+	return r.Defaulted().Familiar()
 }
