@@ -5,12 +5,12 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
-	cerrdefs "github.com/containerd/errdefs"
 	"io"
 	"strings"
 	"testing"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/registry"
 	"gotest.tools/v3/assert"
 )
