@@ -64,3 +64,31 @@ func engineStalling(t *testing.T, stall time.Duration) *SDKClient {
 		}
 	})
 }
+
+// routedEngine is a fake engine that dispatches "METHOD /path" (without the API
+// version prefix) to routes; anything else is 404 page not found.
+func routedEngine(t *testing.T, routes map[string]http.HandlerFunc) *SDKClient {
+	t.Helper()
+	return testEngine(t, "1.51", func(w http.ResponseWriter, r *http.Request) {
+		p := r.URL.Path
+		if strings.HasPrefix(p, "/v1.") {
+			if i := strings.Index(p[1:], "/"); i >= 0 {
+				p = p[i+1:]
+			}
+		}
+		h, ok := routes[r.Method+" "+p]
+		if !ok {
+			w.WriteHeader(http.StatusNotFound)
+			_, _ = w.Write([]byte(`{"message":"page not found: ` + r.Method + " " + p + `"}`))
+			return
+		}
+		h(w, r)
+	})
+}
+
+func answer(status int, body string) http.HandlerFunc {
+	return func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(status)
+		_, _ = w.Write([]byte(body))
+	}
+}
