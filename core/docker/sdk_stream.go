@@ -8,6 +8,7 @@ import (
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/pkg/stdcopy"
 )
@@ -62,39 +63,26 @@ func (c *SDKClient) Exec(ctx context.Context, id string, opts ExecOptions) (int,
 		defer stop()
 	}
 
-	if opts.Stdin != nil {
-		// The copy ends when opts.Stdin ends or, after Exec closed the connection, at
-		// its next write; a Read blocked in the caller's reader cannot be interrupted.
-		go func() {
-			_, _ = io.Copy(hijacked.Conn, opts.Stdin)
-			_ = hijacked.CloseWrite()
-		}()
-	}
-	output := make(chan error, 1)
-	go func() { output <- copyStreams(hijacked.Reader, opts.Tty, opts.Stdout, opts.Stderr) }()
-
-	select {
-	case err := <-output:
-		if err != nil && ctx.Err() == nil {
-			// The client went away (its stream failed): the process would run on
-			// unseen, for as long as it likes.
-			return -1, classify(op, errors.Join(err, c.killExec(ctx, created.ID)))
-		}
-		if ctx.Err() == nil {
-			code, err := c.execExitCode(ctx, created.ID)
-			if ctx.Err() == nil {
-				return code, classify(op, err)
-			}
-		}
-		// ctx ended while waiting for the exit code: the process may still run.
-		return -1, classify(op, ctxEnded(ctx, c.killExec(ctx, created.ID)))
-	case <-ctx.Done():
-		// Kill the process first, then end the output copy by closing the connection.
-		killErr := c.killExec(ctx, created.ID)
-		hijacked.Close()
-		<-output //nolint:errcheck // the copy fails on the closed connection; ctx ending is the error
+	session := hijackedSession{conn: &hijacked, tty: opts.Tty, stdin: opts.Stdin, stdout: opts.Stdout, stderr: opts.Stderr}
+	var killErr error
+	// When ctx ends, the process is killed first, then the connection closed.
+	interrupted, err := session.relay(ctx, func() { killErr = c.killExec(ctx, created.ID) })
+	if interrupted {
 		return -1, classify(op, ctxEnded(ctx, killErr))
 	}
+	if err != nil && ctx.Err() == nil {
+		// The client went away (its stream failed): the process would run on
+		// unseen, for as long as it likes.
+		return -1, classify(op, errors.Join(err, c.killExec(ctx, created.ID)))
+	}
+	if ctx.Err() == nil {
+		code, err := c.execExitCode(ctx, created.ID)
+		if ctx.Err() == nil {
+			return code, classify(op, err)
+		}
+	}
+	// ctx ended while waiting for the exit code: the process may still run.
+	return -1, classify(op, ctxEnded(ctx, c.killExec(ctx, created.ID)))
 }
 
 // applyResizes applies each terminal size from sizes with resize, in a goroutine,
@@ -189,27 +177,54 @@ func (c *SDKClient) Attach(ctx context.Context, id string, opts AttachOptions) e
 		defer stop()
 	}
 
-	if opts.Stdin != nil {
-		// The copy ends when opts.Stdin ends or, after Attach closed the connection,
-		// at its next write; a Read blocked in the caller's reader cannot be interrupted.
+	session := hijackedSession{conn: &hijacked, tty: tty, stdin: opts.Stdin, stdout: opts.Stdout, stderr: opts.Stderr}
+	interrupted, err := session.relay(ctx, nil)
+	if interrupted || (err != nil && ctx.Err() != nil) {
+		return classify(op, ctx.Err())
+	}
+	return classify(op, err)
+}
+
+// hijackedSession is a hijacked exec or attach connection and the caller's streams
+// it relays.
+type hijackedSession struct {
+	conn *types.HijackedResponse
+	// tty tells that the output is raw; without a TTY it is multiplexed.
+	tty    bool
+	stdin  io.Reader
+	stdout io.Writer
+	stderr io.Writer
+}
+
+// relay copies stdin (when not nil) to the connection, half-closing its write side
+// at stdin's end (which closes the process's stdin, or detaches it), and the
+// connection's output to stdout and stderr, as copyStreams does. It returns the
+// output copy's error when the output ends (the process exited or the connection
+// failed). When ctx ends first, it calls interrupt (when not nil) while the
+// connection is still open, then closes the connection, waits for the output copy to
+// end on it and returns interrupted true. The stdin copy ends at stdin's end or,
+// once the connection is closed, at its next write; a Read blocked in stdin cannot be
+// interrupted and outlives relay until it returns.
+func (s hijackedSession) relay(ctx context.Context, interrupt func()) (interrupted bool, outputErr error) {
+	if s.stdin != nil {
 		go func() {
-			_, _ = io.Copy(hijacked.Conn, opts.Stdin)
-			_ = hijacked.CloseWrite()
+			_, _ = io.Copy(s.conn.Conn, s.stdin)
+			_ = s.conn.CloseWrite()
 		}()
 	}
 	output := make(chan error, 1)
-	go func() { output <- copyStreams(hijacked.Reader, tty, opts.Stdout, opts.Stderr) }()
+	go func() { output <- copyStreams(s.conn.Reader, s.tty, s.stdout, s.stderr) }()
 
 	select {
 	case err := <-output:
-		if err != nil && ctx.Err() != nil {
-			return classify(op, ctx.Err())
-		}
-		return classify(op, err)
+		return false, err
 	case <-ctx.Done():
-		hijacked.Close()
+		if interrupt != nil {
+			interrupt()
+		}
+		s.conn.Close()
 		<-output //nolint:errcheck // the copy fails on the closed connection; ctx ending is the error
-		return classify(op, ctx.Err())
+		return true, nil
 	}
 }
 
