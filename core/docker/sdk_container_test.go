@@ -23,104 +23,53 @@ func TestContainerErrors(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		status  int
-		call    func(c *SDKClient) error
 		kind    func(error) bool
 		message string
+		call    func(c *SDKClient) error
 	}{
-		{
-			name:   "create with a taken name",
-			status: http.StatusConflict,
+		{name: "create with a taken name", status: http.StatusConflict, kind: cerrdefs.IsAlreadyExists, message: "create container k8s_POD_x: ",
 			call: func(c *SDKClient) error {
-				_, err := c.CreateContainer(ctx, ContainerSpec{Name: "k8s_POD_x", Image: "pause"})
-				return err
-			},
-			kind:    cerrdefs.IsAlreadyExists,
-			message: "create container k8s_POD_x: ",
-		},
-		{
-			name:   "create from a missing image",
-			status: http.StatusNotFound,
+				return errOf(c.CreateContainer(ctx, ContainerSpec{Name: "k8s_POD_x", Image: "pause"}))
+			}},
+		{name: "create from a missing image", status: http.StatusNotFound, kind: cerrdefs.IsNotFound, message: "create container k8s_POD_x: ",
 			call: func(c *SDKClient) error {
-				_, err := c.CreateContainer(ctx, ContainerSpec{Name: "k8s_POD_x", Image: "missing"})
-				return err
-			},
-			kind:    cerrdefs.IsNotFound,
-			message: "create container k8s_POD_x: ",
-		},
-		{
-			name:    "start missing",
-			status:  http.StatusNotFound,
-			call:    func(c *SDKClient) error { return c.StartContainer(ctx, "gone") },
-			kind:    cerrdefs.IsNotFound,
-			message: "start container gone: ",
-		},
-		{
-			name:    "stop missing",
-			status:  http.StatusNotFound,
-			call:    func(c *SDKClient) error { return c.StopContainer(ctx, "gone", time.Second) },
-			kind:    cerrdefs.IsNotFound,
-			message: "stop container gone: ",
-		},
-		{
-			name:    "remove missing",
-			status:  http.StatusNotFound,
-			call:    func(c *SDKClient) error { return c.RemoveContainer(ctx, "gone") },
-			kind:    cerrdefs.IsNotFound,
-			message: "remove container gone: ",
-		},
-		{
-			name:   "inspect missing",
-			status: http.StatusNotFound,
-			call: func(c *SDKClient) error {
-				_, err := c.InspectContainer(ctx, "gone")
-				return err
-			},
-			kind:    cerrdefs.IsNotFound,
-			message: "inspect container gone: ",
-		},
-		{
-			name:   "exec in a stopped container",
-			status: http.StatusConflict,
-			call: func(c *SDKClient) error {
-				_, err := c.Exec(ctx, "stopped", ExecOptions{Cmd: []string{"true"}})
-				return err
-			},
-			kind:    cerrdefs.IsFailedPrecondition,
-			message: "exec in container stopped: ",
-		},
-		{
-			name:   "stats of a missing container",
-			status: http.StatusNotFound,
-			call: func(c *SDKClient) error {
-				_, err := c.ContainerStats(ctx, "gone")
-				return err
-			},
-			kind:    cerrdefs.IsNotFound,
-			message: "container stats gone: ",
-		},
-		{
-			name:    "logs of a missing container",
-			status:  http.StatusNotFound,
-			call:    func(c *SDKClient) error { return c.ContainerLogs(ctx, "gone", LogsOptions{}) },
-			kind:    cerrdefs.IsNotFound,
-			message: "container logs gone: ",
-		},
-		{
-			name:    "update missing",
-			status:  http.StatusNotFound,
-			call:    func(c *SDKClient) error { return c.UpdateContainerResources(ctx, "gone", Resources{}) },
-			kind:    cerrdefs.IsNotFound,
-			message: "update container resources gone: ",
-		},
+				return errOf(c.CreateContainer(ctx, ContainerSpec{Name: "k8s_POD_x", Image: "missing"}))
+			}},
+		{name: "start missing", status: http.StatusNotFound, kind: cerrdefs.IsNotFound, message: "start container gone: ",
+			call: func(c *SDKClient) error { return c.StartContainer(ctx, "gone") }},
+		{name: "stop missing", status: http.StatusNotFound, kind: cerrdefs.IsNotFound, message: "stop container gone: ",
+			call: func(c *SDKClient) error { return c.StopContainer(ctx, "gone", time.Second) }},
+		{name: "remove missing", status: http.StatusNotFound, kind: cerrdefs.IsNotFound, message: "remove container gone: ",
+			call: func(c *SDKClient) error { return c.RemoveContainer(ctx, "gone") }},
+		{name: "inspect missing", status: http.StatusNotFound, kind: cerrdefs.IsNotFound, message: "inspect container gone: ",
+			call: func(c *SDKClient) error { return errOf(c.InspectContainer(ctx, "gone")) }},
+		{name: "exec in a stopped container", status: http.StatusConflict, kind: cerrdefs.IsFailedPrecondition, message: "exec in container stopped: ",
+			call: func(c *SDKClient) error { return errOf(c.Exec(ctx, "stopped", ExecOptions{Cmd: []string{"true"}})) }},
+		{name: "stats of a missing container", status: http.StatusNotFound, kind: cerrdefs.IsNotFound, message: "container stats gone: ",
+			call: func(c *SDKClient) error { return errOf(c.ContainerStats(ctx, "gone")) }},
+		{name: "logs of a missing container", status: http.StatusNotFound, kind: cerrdefs.IsNotFound, message: "container logs gone: ",
+			call: func(c *SDKClient) error { return c.ContainerLogs(ctx, "gone", LogsOptions{}) }},
+		{name: "update missing", status: http.StatusNotFound, kind: cerrdefs.IsNotFound, message: "update container resources gone: ",
+			call: func(c *SDKClient) error { return c.UpdateContainerResources(ctx, "gone", Resources{}) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.call(engineAnswering(t, tc.status, "engine says no"))
-			assert.Assert(t, err != nil)
-			assert.Assert(t, tc.kind(err), "%v", err)
-			assert.Assert(t, strings.HasPrefix(err.Error(), tc.message), err.Error())
-			assert.Assert(t, is.Contains(err.Error(), "engine says no"))
+			assertKindError(t, err, tc.kind, tc.message, "engine says no")
 		})
 	}
+}
+
+// errOf is the error of a call that returns a value too.
+func errOf[T any](_ T, err error) error { return err }
+
+// assertKindError checks that err is of the kind kind, that its message starts with
+// prefix (the operation) and that it contains message.
+func assertKindError(t *testing.T, err error, kind func(error) bool, prefix, message string) {
+	t.Helper()
+	assert.Assert(t, err != nil)
+	assert.Assert(t, kind(err), "%v", err)
+	assert.Assert(t, strings.HasPrefix(err.Error(), prefix), err.Error())
+	assert.Assert(t, is.Contains(err.Error(), message))
 }
 
 func TestCreateConflictKeepsEngineError(t *testing.T) {

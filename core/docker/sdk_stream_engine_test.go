@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -168,6 +169,29 @@ func sendSizes(l *resizeLog, sizes ...TerminalSize) chan TerminalSize {
 		}
 	}()
 	return ch
+}
+
+// checkResizes runs a TTY session with run, which must pass sizes and stdout on,
+// while two terminal sizes are sent on sizes: the engine's session (set in *session)
+// waits until both reached l, then reports how many did. It checks that run returned
+// nil, that both sizes were applied in order while the session ran and that none is
+// read once run returned, and returns the number of resize requests l answered.
+func checkResizes(t *testing.T, l *resizeLog, session *func(stdin io.Reader, stdout, stderr io.Writer),
+	run func(sizes <-chan TerminalSize, stdout io.Writer) error,
+) (requests int) {
+	t.Helper()
+	*session = func(_ io.Reader, stdout, _ io.Writer) {
+		got, _ := l.wait(2)
+		_, _ = fmt.Fprintf(stdout, "%d sizes\r\n", len(got))
+	}
+	sizes := sendSizes(l, TerminalSize{Width: 80, Height: 24}, TerminalSize{Width: 120, Height: 40})
+	var stdout bytes.Buffer
+	assert.NilError(t, run(sizes, &stdout))
+	assert.Equal(t, stdout.String(), "2 sizes\r\n")
+	got, requests := l.wait(2)
+	assert.DeepEqual(t, got, []TerminalSize{{Width: 80, Height: 24}, {Width: 120, Height: 40}})
+	assertNotRead(t, sizes)
+	return requests
 }
 
 // assertNotRead checks that nobody reads sizes any more.

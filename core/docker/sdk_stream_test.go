@@ -16,7 +16,6 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
 	"gotest.tools/v3/assert"
-	is "gotest.tools/v3/assert/cmp"
 )
 
 func TestExec(t *testing.T) {
@@ -86,20 +85,12 @@ func TestExec(t *testing.T) {
 
 func TestExecResize(t *testing.T) {
 	e := &execEngine{tty: true}
-	e.session = func(_ io.Reader, stdout, _ io.Writer) {
-		got, _ := e.resizes.wait(2)
-		_, _ = fmt.Fprintf(stdout, "%d sizes\r\n", len(got))
-	}
 	c := e.client(t)
-	sizes := sendSizes(&e.resizes, TerminalSize{Width: 80, Height: 24}, TerminalSize{Width: 120, Height: 40})
-	var stdout bytes.Buffer
-	code, err := c.Exec(context.Background(), "abc", ExecOptions{Cmd: []string{"sh"}, Tty: true, Stdout: &stdout, Resize: sizes})
-	assert.NilError(t, err)
-	assert.Equal(t, code, 0)
-	assert.Equal(t, stdout.String(), "2 sizes\r\n")
-	got, _ := e.resizes.wait(2)
-	assert.DeepEqual(t, got, []TerminalSize{{Width: 80, Height: 24}, {Width: 120, Height: 40}})
-	assertNotRead(t, sizes)
+	checkResizes(t, &e.resizes, &e.session, func(sizes <-chan TerminalSize, stdout io.Writer) error {
+		code, err := c.Exec(context.Background(), "abc", ExecOptions{Cmd: []string{"sh"}, Tty: true, Stdout: stdout, Resize: sizes})
+		assert.Check(t, code == 0 || err != nil, "exit code %d", code)
+		return err
+	})
 }
 
 func TestExecWithoutTTYIgnoresResize(t *testing.T) {
@@ -198,20 +189,12 @@ func TestAttachInteractive(t *testing.T) {
 
 func TestAttachResize(t *testing.T) {
 	e := &attachEngine{tty: true, resizes: resizeLog{conflicts: 2}}
-	e.session = func(_ io.Reader, stdout, _ io.Writer) {
-		got, _ := e.resizes.wait(2)
-		_, _ = fmt.Fprintf(stdout, "%d sizes\r\n", len(got))
-	}
 	c := e.client(t)
-	sizes := sendSizes(&e.resizes, TerminalSize{Width: 80, Height: 24}, TerminalSize{Width: 120, Height: 40})
-	var stdout bytes.Buffer
-	assert.NilError(t, c.Attach(context.Background(), "abc", AttachOptions{Tty: true, Stdout: &stdout, Resize: sizes}))
-	assert.Equal(t, stdout.String(), "2 sizes\r\n")
-	got, requests := e.resizes.wait(2)
+	requests := checkResizes(t, &e.resizes, &e.session, func(sizes <-chan TerminalSize, stdout io.Writer) error {
+		return c.Attach(context.Background(), "abc", AttachOptions{Tty: true, Stdout: stdout, Resize: sizes})
+	})
 	// The first size was refused twice (the process not running yet), then applied.
-	assert.DeepEqual(t, got, []TerminalSize{{Width: 80, Height: 24}, {Width: 120, Height: 40}})
 	assert.Equal(t, requests, 4)
-	assertNotRead(t, sizes)
 }
 
 func TestAttachErrors(t *testing.T) {
@@ -261,10 +244,7 @@ func TestAttachErrors(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c := tc.engine.client(t)
 			err := c.Attach(context.Background(), "abc", AttachOptions{Stdout: io.Discard})
-			assert.Assert(t, err != nil)
-			assert.Assert(t, tc.kind(err), "%v", err)
-			assert.Assert(t, strings.HasPrefix(err.Error(), "attach to container abc: "), err.Error())
-			assert.Assert(t, is.Contains(err.Error(), tc.message))
+			assertKindError(t, err, tc.kind, "attach to container abc: ", tc.message)
 		})
 	}
 }
