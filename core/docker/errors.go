@@ -37,6 +37,12 @@ func classify(op string, err error) error {
 	return &kindError{kind: kindOf(err), msg: msg, cause: err}
 }
 
+// classifyAs gives an SDK error whose meaning the operation fixes the kind kind,
+// keeping the SDK error reachable. It replaces classify for that error.
+func classifyAs(op string, err error, kind error) error {
+	return &kindError{kind: kind, msg: op + ": " + err.Error(), cause: err}
+}
+
 // kinds are tested in order by kindOf. The Is* functions recognise both wrapped errdefs
 // errors and the SDK's HTTP status errors (which carry their kind as a method, and which
 // errdefs.Resolve does not see).

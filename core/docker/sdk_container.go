@@ -33,12 +33,6 @@ func (c *SDKClient) CreateContainer(ctx context.Context, spec ContainerSpec) (st
 	return resp.ID, nil
 }
 
-// classifyAs gives an SDK error whose meaning the operation fixes the kind kind,
-// keeping the SDK error reachable. It replaces classify for that error.
-func classifyAs(op string, err error, kind error) error {
-	return &kindError{kind: kind, msg: op + ": " + err.Error(), cause: err}
-}
-
 // StartContainer starts a created or stopped container.
 func (c *SDKClient) StartContainer(ctx context.Context, id string) error {
 	return classify("start container "+id, c.api.ContainerStart(ctx, id, container.StartOptions{}))
