@@ -2,7 +2,6 @@ package core
 
 import (
 	"context"
-	"io"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -11,6 +10,7 @@ import (
 	"github.com/dockpin/cri-dockerd/core/checkpoint"
 	"github.com/dockpin/cri-dockerd/core/docker"
 	"github.com/dockpin/cri-dockerd/core/metrics"
+	"github.com/dockpin/cri-dockerd/logctx"
 	"github.com/dockpin/cri-dockerd/pinning"
 )
 
@@ -110,26 +110,11 @@ type Service struct {
 
 // New returns a Service with the settings cfg over the parts deps.
 func New(cfg Config, deps Deps) *Service {
-	log := deps.Log
-	if log == nil {
-		l := logrus.New()
-		l.SetOutput(io.Discard)
-		log = l
-	}
-	return &Service{docker: deps.Docker, pins: deps.Pins, cfg: cfg, deps: deps, log: log}
+	return &Service{docker: deps.Docker, pins: deps.Pins, cfg: cfg, deps: deps, log: logctx.OrDiscard(deps.Log)}
 }
 
-type loggerKey struct{}
-
-// WithLogger returns ctx carrying log; the gRPC interceptor sets it per request.
-func WithLogger(ctx context.Context, log logrus.FieldLogger) context.Context {
-	return context.WithValue(ctx, loggerKey{}, log)
-}
-
-// logger returns the request's logger, or the service's when there is none.
+// logger returns the request's logger (method and request id), or the service's
+// when ctx carries none.
 func (s *Service) logger(ctx context.Context) logrus.FieldLogger {
-	if l, ok := ctx.Value(loggerKey{}).(logrus.FieldLogger); ok {
-		return l
-	}
-	return s.log
+	return logctx.For(ctx, s.log)
 }

@@ -20,6 +20,7 @@ import (
 	"google.golang.org/protobuf/types/known/fieldmaskpb"
 
 	"github.com/dockpin/cri-dockerd/imageref"
+	"github.com/dockpin/cri-dockerd/logctx"
 )
 
 // DanglingPrefix names the records the engine keeps for untagged images.
@@ -210,7 +211,7 @@ func (s *ContainerdSource) restorePin(ctx context.Context, name string) {
 		Image:      &imagesapi.Image{Name: name, Target: rec.GetTarget(), Labels: map[string]string{PinnedLabel: PinnedValue}},
 		UpdateMask: &fieldmaskpb.FieldMask{Paths: []string{"labels." + PinnedLabel}},
 	})
-	log := s.log.WithField("record", name)
+	log := logctx.For(ctx, s.log).WithField("record", name)
 	if err != nil {
 		log.WithError(err).Warn("the pull removed the pin label from the image record and it could not be put back")
 		return
@@ -225,7 +226,7 @@ func (s *ContainerdSource) record(ctx context.Context, name string) *imagesapi.I
 	resp, err := s.images.Get(cctx, &imagesapi.GetImageRequest{Name: name})
 	if err != nil {
 		if status.Code(err) != codes.NotFound {
-			s.log.WithError(err).WithField("record", name).Warn("cannot read the image record to keep its pin across the pull")
+			logctx.For(ctx, s.log).WithError(err).WithField("record", name).Warn("cannot read the image record to keep its pin across the pull")
 		}
 		return nil
 	}

@@ -106,7 +106,8 @@ func warnNearMisses(log logrus.FieldLogger, w *warnLimiter, img *Image, now time
 			"ref":   firstRef(img),
 			"label": m.label,
 			"value": m.value,
-		}).Warnf("image config label does not pin the image: %s", m.why)
+			"why":   m.why,
+		}).Warn("image config label does not pin the image")
 	}
 }
 

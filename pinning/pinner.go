@@ -2,12 +2,13 @@ package pinning
 
 import (
 	"context"
-	"io"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/sirupsen/logrus"
+
+	"github.com/dockpin/cri-dockerd/logctx"
 )
 
 // Image is the view of one engine image that pinning decisions look at.
@@ -85,14 +86,9 @@ func New(cfg Config, log logrus.FieldLogger, sources ...Source) (*Pinner, error)
 	if err != nil {
 		return nil, err
 	}
-	if log == nil {
-		discard := logrus.New()
-		discard.SetOutput(io.Discard)
-		log = discard
-	}
 	p := &Pinner{
 		cfg:   cfg,
-		log:   log,
+		log:   logctx.OrDiscard(log),
 		now:   time.Now,
 		rules: r,
 		refs:  newRefCache(maxCachedRefs),
@@ -115,7 +111,7 @@ func New(cfg Config, log logrus.FieldLogger, sources ...Source) (*Pinner, error)
 // Source is logged and its last good snapshot used (within MaxStaleness), and the
 // other sources still apply.
 func (p *Pinner) Evaluate(ctx context.Context, imgs []Image) [][]Reason {
-	e := p.newEvaluation(p.matchers(ctx, true))
+	e := p.newEvaluation(ctx, p.matchers(ctx, true))
 	out := make([][]Reason, len(imgs))
 	for i := range imgs {
 		out[i] = e.decide(&imgs[i])
@@ -127,12 +123,13 @@ func (p *Pinner) Evaluate(ctx context.Context, imgs []Image) [][]Reason {
 // Check decides for one image (ImageStatus). It may reuse a Source snapshot tried
 // less than SnapshotTTL ago.
 func (p *Pinner) Check(ctx context.Context, img Image) []Reason {
-	return p.newEvaluation(p.matchers(ctx, false)).decide(&img)
+	return p.newEvaluation(ctx, p.matchers(ctx, false)).decide(&img)
 }
 
 // evaluation holds what one Evaluate or Check call decides with.
 type evaluation struct {
 	p        *Pinner
+	log      logrus.FieldLogger // the request's
 	now      time.Time
 	set      *matchSet
 	matchers []Matcher
@@ -141,9 +138,11 @@ type evaluation struct {
 	arena    []Reason   // backing store of the returned reason slices
 }
 
-func (p *Pinner) newEvaluation(matchers []Matcher) *evaluation {
+func (p *Pinner) newEvaluation(ctx context.Context, matchers []Matcher) *evaluation {
 	set := p.set.Load()
-	return &evaluation{p: p, now: p.now(), set: set, matchers: matchers, bits: make([]uint64, set.words)}
+	return &evaluation{
+		p: p, log: logctx.For(ctx, p.log), now: p.now(), set: set, matchers: matchers, bits: make([]uint64, set.words),
+	}
 }
 
 // decide returns the deduplicated reasons img is pinned, in the documented order.
@@ -181,7 +180,7 @@ func (e *evaluation) decideConfigLabels(start int, img *Image) {
 	if hasPinnedLabel(img.Labels) {
 		e.add(start, Reason{Source: SourceConfigLabel, Detail: configLabelDetail})
 	}
-	warnNearMisses(e.p.log, e.p.warns, img, e.now)
+	warnNearMisses(e.log, e.p.warns, img, e.now)
 }
 
 func (e *evaluation) decideSelectors(start int, img *Image) {

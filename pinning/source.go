@@ -4,6 +4,10 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/dockpin/cri-dockerd/logctx"
 )
 
 // Source is a pluggable provider of pins whose state lives outside the image list
@@ -119,7 +123,7 @@ func (p *Pinner) refresh(ctx context.Context, s *sourceState) Matcher {
 	}
 	s.lastErr = err
 	m = s.usable(now)
-	p.logSourceFailure(s, err, m != nil, now)
+	p.logSourceFailure(logctx.For(ctx, p.log), s, err, m != nil, now)
 	return m
 }
 
@@ -134,8 +138,8 @@ func (s *sourceState) usable(now time.Time) Matcher {
 	return s.good
 }
 
-func (p *Pinner) logSourceFailure(s *sourceState, err error, usingLastGood bool, now time.Time) {
-	log := p.log.WithError(err).WithField("source", s.src.Name())
+func (p *Pinner) logSourceFailure(log logrus.FieldLogger, s *sourceState, err error, usingLastGood bool, now time.Time) {
+	log = log.WithError(err).WithField("source", s.src.Name())
 	switch {
 	case usingLastGood:
 		log.WithField("age", now.Sub(s.goodAt).Round(time.Millisecond).String()).

@@ -10,6 +10,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/dockpin/cri-dockerd/core/docker"
+	"github.com/dockpin/cri-dockerd/logctx"
 )
 
 // Config tunes the cache.
@@ -73,7 +74,7 @@ var _ docker.Client = (*Cache)(nil)
 
 // New returns a cache over engine; call Run to fill it and keep it current.
 func New(engine docker.Client, cfg Config, log logrus.FieldLogger) *Cache {
-	return &Cache{Client: engine, cfg: cfg, log: log, idx: newIndex(), st: stateStarting, changed: make(chan struct{})}
+	return &Cache{Client: engine, cfg: cfg, log: logctx.OrDiscard(log), idx: newIndex(), st: stateStarting, changed: make(chan struct{})}
 }
 
 func (c *Cache) setState(st state, reason string) {

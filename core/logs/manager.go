@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -14,6 +13,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/dockpin/cri-dockerd/core/docker"
+	"github.com/dockpin/cri-dockerd/logctx"
 )
 
 // Source is the engine side of the copiers (implemented by docker.Client).
@@ -98,12 +98,7 @@ type Manager struct {
 // NewManager returns a Manager reading logs from src. Invalid values in cfg are
 // replaced by the defaults (see Config.Validate); a nil log discards messages.
 func NewManager(src Source, cfg Config, log logrus.FieldLogger) *Manager {
-	if log == nil {
-		l := logrus.New()
-		l.SetOutput(io.Discard)
-		log = l
-	}
-	return &Manager{src: src, cfg: cfg.withDefaults(), log: log, copiers: map[string]*copier{}}
+	return &Manager{src: src, cfg: cfg.withDefaults(), log: logctx.OrDiscard(log), copiers: map[string]*copier{}}
 }
 
 // Start begins copying container id's log to the CRI log file at path, creating the
@@ -132,7 +127,7 @@ func (m *Manager) Start(ctx context.Context, id, path string) error {
 			// Finished: start over from where it stopped.
 		default:
 			if c.path != path {
-				log.Debugf("already copying the container log to %s", c.path)
+				log.WithField("copying_to", c.path).Debug("already copying the container log elsewhere")
 			}
 			return nil
 		}
@@ -163,7 +158,7 @@ func (m *Manager) Start(ctx context.Context, id, path string) error {
 	if last.ts.IsZero() {
 		log.Debug("copying the container log")
 	} else {
-		log.Debugf("copying the container log after %s", last.ts.UTC().Format(timeFormat))
+		log.WithField("after", last.ts.UTC().Format(timeFormat)).Debug("copying the container log after its last line")
 	}
 	go c.run(cctx, m.src, m.cfg)
 	return nil
@@ -298,9 +293,9 @@ func (c *copier) run(ctx context.Context, src Source, cfg Config) {
 		}
 		entry := c.log.WithError(err)
 		if !failing {
-			entry.Warnf("following the container log failed; retrying in %s", backoff)
+			entry.WithField("retry_in", backoff.String()).Warn("following the container log failed; retrying")
 		} else {
-			entry.Debugf("following the container log failed again; retrying in %s", backoff)
+			entry.WithField("retry_in", backoff.String()).Debug("following the container log failed again; retrying")
 		}
 		failing = true
 		t := time.NewTimer(backoff)
@@ -339,7 +334,7 @@ func (c *copier) emitter(stream string) emitFunc {
 func (c *copier) malformed(stream string) func([]byte) {
 	return func(prefix []byte) {
 		if c.warnedMalformed.CompareAndSwap(false, true) {
-			c.log.Warnf("engine sent a %s line without a timestamp (starting %q); stamping such lines with the current time", stream, prefix)
+			c.log.WithFields(logrus.Fields{"stream": stream, "line_start": prefix}).Warn("engine sent a line without a timestamp; stamping such lines with the current time")
 		}
 	}
 }

@@ -171,7 +171,7 @@ func resumeFrom(f *os.File, path string, log logrus.FieldLogger) (resumePoint, e
 		return resumePoint{}, fmt.Errorf("read end of %s: %w", path, err)
 	}
 	if end < fi.Size() {
-		log.Debugf("dropping incomplete last line (%d bytes) of %s", fi.Size()-end, path)
+		log.WithFields(logrus.Fields{"path": path, "bytes": fi.Size() - end}).Debug("dropping the incomplete last line of the log file")
 		if err := f.Truncate(end); err != nil {
 			return resumePoint{}, fmt.Errorf("drop incomplete last line of %s: %w", path, err)
 		}
@@ -180,7 +180,7 @@ func resumeFrom(f *os.File, path string, log logrus.FieldLogger) (resumePoint, e
 		return rp, nil
 	}
 	if end > 0 {
-		log.Warnf("last line of %s is not in the CRI log format; copying the whole engine log after it", path)
+		log.WithField("path", path).Warn("last line of the log file is not in the CRI log format; copying the whole engine log after it")
 		return resumePoint{}, nil
 	}
 	sib := rotatedSibling(path)
@@ -189,7 +189,7 @@ func resumeFrom(f *os.File, path string, log logrus.FieldLogger) (resumePoint, e
 	}
 	sf, err := os.Open(sib)
 	if err != nil {
-		log.WithError(err).Debugf("cannot read rotated log %s", sib)
+		log.WithError(err).WithField("path", sib).Debug("cannot read a rotated log file")
 		return resumePoint{}, nil
 	}
 	defer sf.Close()
@@ -199,7 +199,7 @@ func resumeFrom(f *os.File, path string, log logrus.FieldLogger) (resumePoint, e
 	}
 	rp, _, _, err = readResumePoint(sf, sfi.Size())
 	if err != nil {
-		log.WithError(err).Debugf("cannot read rotated log %s", sib)
+		log.WithError(err).WithField("path", sib).Debug("cannot read a rotated log file")
 		return resumePoint{}, nil
 	}
 	return rp, nil

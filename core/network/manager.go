@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"sort"
@@ -18,6 +17,8 @@ import (
 	cnitypes "github.com/containernetworking/cni/pkg/types"
 	types100 "github.com/containernetworking/cni/pkg/types/100"
 	"github.com/sirupsen/logrus"
+
+	"github.com/dockpin/cri-dockerd/logctx"
 )
 
 const (
@@ -114,11 +115,7 @@ func New(cfg Config, log logrus.FieldLogger) (*Manager, error) {
 	if cfg.PluginName != PluginCNI {
 		return nil, fmt.Errorf("network plugin %q is not CNI: %w", cfg.PluginName, cerrdefs.ErrInvalidArgument)
 	}
-	if log == nil {
-		l := logrus.New()
-		l.Out = io.Discard
-		log = l
-	}
+	log = logctx.OrDiscard(log)
 	cfg.BinDirs = cleanDirs(cfg.BinDirs)
 	cidrs, err := parsePodCIDR(cfg.PodCIDR)
 	if err != nil {
@@ -189,7 +186,7 @@ func (m *Manager) SetUp(ctx context.Context, pn PodNetwork) (Result, error) {
 	if err != nil {
 		return Result{}, fmt.Errorf("%s: %w", op, err)
 	}
-	log := m.log.WithFields(logrus.Fields{"sandbox": pn.SandboxID, "pod": pn.Namespace + "/" + pn.Name})
+	log := logctx.For(ctx, m.log).WithFields(logrus.Fields{"sandbox": pn.SandboxID, "pod": pn.Namespace + "/" + pn.Name})
 	lo := m.loopbackConf(pn, pn.NetNS)
 	if _, err := m.cni.AddNetworkList(ctx, m.loopback, lo); err != nil {
 		m.undo(ctx, log, nil, nil, lo)
@@ -237,7 +234,7 @@ func (m *Manager) TearDown(ctx context.Context, pn PodNetwork) error {
 		return err
 	}
 	op := "tear down network of sandbox " + pn.SandboxID
-	log := m.log.WithFields(logrus.Fields{"sandbox": pn.SandboxID, "pod": pn.Namespace + "/" + pn.Name})
+	log := logctx.For(ctx, m.log).WithFields(logrus.Fields{"sandbox": pn.SandboxID, "pod": pn.Namespace + "/" + pn.Name})
 	netns := pn.NetNS
 	if netns != "" {
 		if _, err := os.Stat(netns); errors.Is(err, os.ErrNotExist) {
@@ -294,12 +291,12 @@ func (m *Manager) TearDown(ctx context.Context, pn PodNetwork) error {
 // libcni's cache (in --cni-cache-dir), so it needs no exec and survives a restart of the
 // shim, and also works for sandboxes set up by upstream cri-dockerd with the same cache
 // directory. It returns ErrNotFound when nothing is recorded for the sandbox.
-func (m *Manager) PodNetworkStatus(_ context.Context, sandboxID string) (Result, error) {
+func (m *Manager) PodNetworkStatus(ctx context.Context, sandboxID string) (Result, error) {
 	if sandboxID == "" {
 		return Result{}, fmt.Errorf("pod network status: no sandbox ID: %w", cerrdefs.ErrInvalidArgument)
 	}
 	op := "network status of sandbox " + sandboxID
-	log := m.log.WithField("sandbox", sandboxID)
+	log := logctx.For(ctx, m.log).WithField("sandbox", sandboxID)
 	for _, att := range m.cachedAttachments(log, sandboxID) {
 		// The version only selects the form the cached result is converted to.
 		list := &libcni.NetworkConfigList{Name: att.Network, CNIVersion: types100.ImplementedSpecVersion}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	stdlog "log"
 	"net"
 	"net/http"
@@ -20,6 +19,7 @@ import (
 	"k8s.io/cri-streaming/pkg/streaming/remotecommand"
 
 	"github.com/dockpin/cri-dockerd/core/docker"
+	"github.com/dockpin/cri-dockerd/logctx"
 )
 
 // Engine is what the streaming runtime needs from the engine (docker.Client
@@ -64,11 +64,7 @@ func New(cfg Config, engine Engine, log logrus.FieldLogger) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if log == nil {
-		l := logrus.New()
-		l.Out = io.Discard
-		log = l
-	}
+	log = logctx.OrDiscard(log)
 	addr, _ := cfg.listenAddr()
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {

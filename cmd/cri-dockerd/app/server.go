@@ -15,6 +15,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/dockpin/cri-dockerd/core"
+	"github.com/dockpin/cri-dockerd/logctx"
 )
 
 // maxMsgSize is the gRPC message limit each way, as upstream (16 MiB).
@@ -41,7 +42,7 @@ func polling(rpc string) bool {
 func (i *interceptor) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 	rpc := path.Base(info.FullMethod)
 	log := i.log.WithField("rpc", rpc).WithField("req_id", i.nextID.Add(1))
-	ctx = core.WithLogger(ctx, log)
+	ctx = logctx.With(ctx, log)
 	if !longRunning[rpc] && i.timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, i.timeout)
