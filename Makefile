@@ -46,11 +46,16 @@ lint: ## golangci-lint (installed into the tool cache on first use)
 	"$$(hack/install-tools.sh golangci-lint | tail -n1)/golangci-lint" run ./... && \
 	"$$(hack/install-tools.sh golangci-lint | tail -n1)/golangci-lint" run --build-tags e2e ./e2e/...
 
+.PHONY: shellcheck
+shellcheck: ## shellcheck the scripts under hack/ and .ci/ (apt-installs shellcheck if missing)
+	hack/shellcheck.sh
+
 .PHONY: verify
-verify: ## gofmt, go vet (also with -tags e2e), go mod tidy check, then lint
+verify: ## gofmt, go vet (also with -tags e2e), go mod tidy check, shellcheck, then lint
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }
 	go vet ./... && go vet -tags e2e ./e2e/...
 	go mod tidy -diff
+	$(MAKE) shellcheck
 	$(MAKE) lint
 
 .PHONY: bench
