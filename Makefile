@@ -50,13 +50,18 @@ lint: ## golangci-lint (installed into the tool cache on first use)
 shellcheck: ## shellcheck the scripts under hack/ and .ci/ (apt-installs shellcheck if missing)
 	hack/shellcheck.sh
 
+.PHONY: govulncheck
+govulncheck: ## govulncheck ./... against an offline database built from golang.org/x/vulndb (cached)
+	hack/govulncheck.sh
+
 .PHONY: verify
-verify: ## gofmt, go vet (also with -tags e2e), go mod tidy check, shellcheck, then lint
+verify: ## gofmt, go vet (also with -tags e2e), go mod tidy check, shellcheck, lint, then govulncheck
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }
 	go vet ./... && go vet -tags e2e ./e2e/...
 	go mod tidy -diff
 	$(MAKE) shellcheck
 	$(MAKE) lint
+	$(MAKE) govulncheck
 
 .PHONY: bench
 bench: build ## Go benchmarks (ListImages, pin matching) and e2e crictl timings with 1,000 images

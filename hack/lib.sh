@@ -15,6 +15,8 @@ HACK_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 : "${CRICTL_VERSION:=v1.37.0}"             # sigs.k8s.io/cri-tools
 : "${REGISTRY_VERSION:=v3.1.2}"            # github.com/distribution/distribution/v3
 : "${GOLANGCI_LINT_VERSION:=v2.15.0}"      # github.com/golangci/golangci-lint/v2
+: "${GOVULNCHECK_VERSION:=v1.9.0}"         # golang.org/x/vuln
+: "${VULNDB_VERSION:=v0.0.0-20261105234957-e22db6528018}" # golang.org/x/vulndb (OSV data and cmd/indexdb)
 
 : "${DOCKPIN_CACHE:=/var/cache/dockpin}"
 : "${ENGINE_BIN:=$DOCKPIN_CACHE/engine/moby-${MOBY_VERSION}_containerd-${CONTAINERD_VERSION}_runc-${RUNC_VERSION}/bin}"
