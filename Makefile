@@ -42,7 +42,8 @@ critest-bench: build ## critest -benchmark (pod, container, image latencies; med
 	for s in $(E2E_STORES); do STORE=$$s CRITEST_STOP=1 CRI_DOCKERD_BIN=$(CURDIR)/$(BIN) hack/critest.sh bench || exit 1; done
 
 .PHONY: lint
-lint: ## golangci-lint (installed into the tool cache on first use)
+lint: ## golangci-lint (installed into the tool cache on first use); //nolint names only enabled linters
+	hack/check-nolint.sh
 	"$$(hack/install-tools.sh golangci-lint | tail -n1)/golangci-lint" run ./... && \
 	"$$(hack/install-tools.sh golangci-lint | tail -n1)/golangci-lint" run --build-tags e2e ./e2e/...
 

@@ -42,7 +42,7 @@ func (s *Service) ExecSync(ctx context.Context, req *runtimeapi.ExecSyncRequest)
 		}
 		return nil, fmt.Errorf("exec in container %s: %w", c.ID, err)
 	}
-	return &runtimeapi.ExecSyncResponse{Stdout: stdout.Bytes(), Stderr: stderr.Bytes(), ExitCode: int32(code)}, nil //nolint:gosec // exit codes fit
+	return &runtimeapi.ExecSyncResponse{Stdout: stdout.Bytes(), Stderr: stderr.Bytes(), ExitCode: int32(code)}, nil // exit codes fit in int32
 }
 
 // limitedBuffer keeps the first max bytes written to it and drops the rest. It is an

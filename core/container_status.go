@@ -26,7 +26,7 @@ func (s *Service) ContainerStatus(ctx context.Context, req *runtimeapi.Container
 	st := &runtimeapi.ContainerStatus{
 		Id: c.ID, Metadata: md, State: stateOfContainer(c.State),
 		CreatedAt: nanos(c.Created), StartedAt: nanos(c.StartedAt), FinishedAt: nanos(c.FinishedAt),
-		ExitCode: int32(c.ExitCode), //nolint:gosec // exit codes fit
+		ExitCode: int32(c.ExitCode), // exit codes fit in int32
 		Image:    &runtimeapi.ImageSpec{Image: image}, ImageRef: imageRef, ImageId: c.ImageID,
 		Labels: labels, Annotations: annotations, LogPath: c.Labels[labelLogPath],
 		Resources: criResources(c.Resources),

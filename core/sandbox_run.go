@@ -202,7 +202,7 @@ func writeResolvConf(path string, dns *runtimeapi.DNSConfig) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return fmt.Errorf("write resolv.conf of pod sandbox: %w", err)
 	}
-	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil { //nolint:gosec // resolv.conf is world-readable
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil { // resolv.conf is world-readable
 		return fmt.Errorf("write resolv.conf of pod sandbox: %w", err)
 	}
 	return nil

@@ -86,7 +86,7 @@ func (s *Service) tearDownOrphan(ctx context.Context, id string) error {
 	}
 	cp, err := s.readCheckpoint(id)
 	if err != nil || cp == nil || cp.Data.HostNetwork {
-		return nil //nolint:nilerr // nothing known to tear down; a corrupt checkpoint is ListPodSandbox's to clean
+		return nil // nothing known to tear down; a corrupt checkpoint is ListPodSandbox's to clean
 	}
 	md := &runtimeapi.PodSandboxMetadata{Name: cp.Name, Namespace: cp.Namespace}
 	return s.tearDownNetwork(ctx, id, 0, md, checkpointPorts(cp))

@@ -24,7 +24,7 @@ func (c *SDKClient) killInContainer(pid int, id string) error {
 	if err != nil {
 		return fmt.Errorf("open exec process %d: %w", pid, err)
 	}
-	defer unix.Close(fd) //nolint:errcheck // a pidfd has nothing to flush
+	defer unix.Close(fd) // a pidfd has nothing to flush
 	if !c.inContainer(pid, id) {
 		return fmt.Errorf("exec process %d is not a process of container %s on this host; not killing it", pid, id)
 	}
