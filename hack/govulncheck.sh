@@ -6,6 +6,8 @@
 # (index/db.json, index/modules.json, ID/<id>.json) from them. The database is built once per
 # VULNDB_VERSION (lib.sh) into $DOCKPIN_CACHE/vulndb/; bump VULNDB_VERSION for newer records
 # (go list -m golang.org/x/vulndb@latest).
+# Findings reachable from our code fail the run unless hack/govulncheck-accepted.txt lists them
+# with a reason; an accepted ID that is no longer reported is named so the list stays short.
 # Usage: hack/govulncheck.sh [govulncheck args...]   (default ./...)
 set -euo pipefail
 # shellcheck source=hack/lib.sh
@@ -35,4 +37,22 @@ hack/install-tools.sh govulncheck indexdb >/dev/null
 build_db
 (($#)) || set -- ./...
 log "govulncheck $GOVULNCHECK_VERSION, database golang.org/x/vulndb@$VULNDB_VERSION ($(find "$VULNDB_DIR/ID" -name '*.json' | wc -l) entries)"
-"$TOOLS_BIN/govulncheck" -db "file://$VULNDB_DIR" "$@"
+out=$(mktemp)
+trap 'rm -f "$out"' EXIT
+rc=0
+"$TOOLS_BIN/govulncheck" -db "file://$VULNDB_DIR" "$@" >"$out" || rc=$?
+cat "$out"
+# 3 is govulncheck's "vulnerabilities found"; anything else non-zero is a failure to run.
+((rc == 0 || rc == 3)) || die "govulncheck failed (exit $rc)"
+accepted=$HACK_DIR/govulncheck-accepted.txt
+# IDs in the symbol results: reachable from our code.
+mapfile -t found < <(awk '/^=== Symbol Results ===/ { on = 1; next } /^=== / { on = 0 }
+  on && /^Vulnerability #[0-9]+: / { print $3 }' "$out" | sort -u)
+mapfile -t ok < <(awk '!/^#/ && NF { print $1 }' "$accepted" | sort -u)
+new=$(comm -23 <(printf '%s\n' "${found[@]}" | sed '/^$/d') <(printf '%s\n' "${ok[@]}"))
+stale=$(comm -13 <(printf '%s\n' "${found[@]}" | sed '/^$/d') <(printf '%s\n' "${ok[@]}"))
+[[ -z $stale ]] || log "no longer reported, remove from $(basename "$accepted"): $(echo "$stale" | tr '\n' ' ')"
+if [[ -n $new ]]; then
+  die "reachable vulnerabilities not in $(basename "$accepted"): $(echo "$new" | tr '\n' ' ')"
+fi
+log "govulncheck: ${#found[@]} reachable, all accepted in $(basename "$accepted") with their reasons"
