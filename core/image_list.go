@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"fmt"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
@@ -28,7 +29,12 @@ func (s *Service) ListImages(ctx context.Context, req *runtimeapi.ListImagesRequ
 			views = append(views, view)
 		}
 	}
-	reasons := s.pins.Evaluate(ctx, views)
+	reasons, err := s.pins.Evaluate(ctx, views)
+	if err != nil {
+		// Listing without a source's pins would show its pinned images unpinned, and
+		// kubelet's image GC would delete them: refuse (Unavailable) until it answers.
+		return nil, fmt.Errorf("list images: %w", err)
+	}
 	out := make([]*runtimeapi.Image, len(selected))
 	npinned := 0
 	for i := range selected {

@@ -22,7 +22,8 @@ const kubeAPIVersion = "0.1.0"
 
 // Pinner decides whether images are pinned and why (implemented by pinning.Pinner).
 type Pinner interface {
-	Evaluate(ctx context.Context, imgs []pinning.Image) [][]pinning.Reason
+	// Evaluate fails (Unavailable) when a pin source has no usable state.
+	Evaluate(ctx context.Context, imgs []pinning.Image) ([][]pinning.Reason, error)
 	Check(ctx context.Context, img pinning.Image) []pinning.Reason
 	Info() map[string]any
 }

@@ -71,11 +71,15 @@ func BenchmarkEvaluate(b *testing.B) {
 			}
 			imgs := benchImages(n)
 			ctx := context.Background()
-			p.Evaluate(ctx, imgs) // warm the normalisation cache
+			if _, err := p.Evaluate(ctx, imgs); err != nil { // warm the normalisation cache
+				b.Fatal(err)
+			}
 			b.ReportAllocs()
 			b.ResetTimer()
 			for b.Loop() {
-				p.Evaluate(ctx, imgs)
+				if _, err := p.Evaluate(ctx, imgs); err != nil {
+					b.Fatal(err)
+				}
 			}
 		})
 	}
@@ -93,6 +97,8 @@ func BenchmarkEvaluateCold(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		p.Evaluate(ctx, imgs)
+		if _, err := p.Evaluate(ctx, imgs); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

@@ -27,8 +27,12 @@ type Config struct {
 	// Reload; "" means none.
 	PinsFile string
 	// MaxStaleness is how long the last good snapshot of a failing Source keeps
-	// being used; 0 means forever.
+	// being used; past it Evaluate fails (ListImages answers Unavailable) until the
+	// source answers again. 0 means no limit.
 	MaxStaleness time.Duration
+	// StateDir is where pin state that must outlive the process is kept: the last
+	// good snapshot of each Source, the last good pins file. "" keeps none.
+	StateDir string
 	// SnapshotTTL is how old a Source snapshot Check may reuse; Evaluate always takes
 	// a fresh one.
 	SnapshotTTL time.Duration
@@ -41,13 +45,27 @@ type Config struct {
 	Preloaded []Preloaded
 }
 
-// Preloaded is what one preload tarball loaded.
+// Preloaded is what one preload tarball in the preload directory pins.
 type Preloaded struct {
 	// Tarball is the file's name in the preload directory.
 	Tarball string `json:"tarball"`
-	// Refs are the references (or IDs, for untagged images) the engine loaded from it.
+	// Refs are the references (or IDs, for untagged images) the engine loaded from it,
+	// or, when it failed to load, the ones it holds (see Origin).
 	Refs []string `json:"refs"`
+	// Failed says why the tarball did not load at this start; "" when it did.
+	Failed string `json:"failed,omitempty"`
+	// Origin says where Refs come from: OriginLoaded, OriginManifest (read from the
+	// archive, which the engine could not load) or OriginSaved (the state saved at its
+	// last good load: the archive could not even be read).
+	Origin string `json:"origin,omitempty"`
 }
+
+// Origins of Preloaded.Refs.
+const (
+	OriginLoaded   = "loaded"
+	OriginManifest = "manifest"
+	OriginSaved    = "saved"
+)
 
 // DefaultConfig returns the configuration used when no flag changes it.
 func DefaultConfig() Config {

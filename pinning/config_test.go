@@ -79,7 +79,7 @@ func TestSandboxImage(t *testing.T) {
 			if tc.pinned {
 				want = []Reason{{Source: SourceSandboxImage, Detail: tc.sandbox}}
 			}
-			assert.DeepEqual(t, evaluateOne(p, tc.img), want)
+			assert.DeepEqual(t, evaluateOne(t, p, tc.img), want)
 		})
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/sirupsen/logrus"
 )
 
@@ -16,6 +17,27 @@ import (
 type pinsFileState struct {
 	patterns []Pattern
 	loadedAt time.Time
+	// restored tells that the patterns are the last good ones saved in the state
+	// directory, in force because the file could not be loaded at start-up.
+	restored bool
+}
+
+// savedPinsFile is the state file of the last good pins file.
+type savedPinsFile struct {
+	Path     string    `json:"path"`
+	Patterns []string  `json:"patterns"`
+	LoadedAt time.Time `json:"loadedAt"`
+}
+
+// pinsFileStateName is the name of the pins file's state file.
+const pinsFileStateName = "pins-file"
+
+// CheckPinsFile validates the pins file at path as Reload would read it, without
+// touching a running daemon (cri-dockerd --check-pins-file, ExecReload-style tooling).
+// It returns the number of patterns, or an error naming each bad line.
+func CheckPinsFile(path string) (int, error) {
+	patterns, err := loadPinsFile(path)
+	return len(patterns), err
 }
 
 // pinsFileStatus is the outcome of the most recent load attempt. It is immutable.
@@ -88,7 +110,8 @@ func (p *Pinner) Reload() error {
 	return p.loadFile()
 }
 
-// loadFile loads the pins file into force, or records why it could not. Caller holds reloadMu.
+// loadFile loads the pins file into force, or records why it could not. A good file
+// is saved in the state directory. Caller holds reloadMu.
 func (p *Pinner) loadFile() error {
 	patterns, err := loadPinsFile(p.cfg.PinsFile)
 	now := p.now()
@@ -97,7 +120,55 @@ func (p *Pinner) loadFile() error {
 		return err
 	}
 	p.set.Store(newMatchSet(p.rules, &pinsFileState{patterns: patterns, loadedAt: now}))
-	p.log.WithFields(logrus.Fields{"file": p.cfg.PinsFile, "patterns": len(patterns)}).
-		Info("loaded pinned images file")
+	log := p.log.WithFields(logrus.Fields{"file": p.cfg.PinsFile, "patterns": len(patterns)})
+	log.Info("loaded pinned images file")
+	saved := savedPinsFile{Path: p.cfg.PinsFile, Patterns: patternTexts(patterns), LoadedAt: now}
+	if err := p.store.save(pinsFileStateName, saved); err != nil {
+		log.WithError(err).Warn("cannot save the pins file as the last good one; a bad edit before the next restart would leave no pins file in force")
+	}
 	return nil
+}
+
+// startFile loads the pins file at start-up. A file that cannot be loaded does not
+// stop the process: the last good version saved in the state directory stays in
+// force (logged loudly, shown in Info); without one, Evaluate refuses to answer until
+// a Reload succeeds.
+func (p *Pinner) startFile() {
+	err := p.loadFile()
+	if err == nil {
+		return
+	}
+	log := p.log.WithError(err).WithField("file", p.cfg.PinsFile)
+	var saved savedPinsFile
+	found, lerr := p.store.load(pinsFileStateName, &saved)
+	if lerr != nil {
+		log = log.WithField("state_error", lerr.Error())
+	}
+	if !found || lerr != nil || saved.Path != p.cfg.PinsFile {
+		log.Error("PINS FILE NOT LOADED and no earlier good version of it is saved: " +
+			"ListImages answers Unavailable until it is fixed and reloaded (SIGHUP)")
+		return
+	}
+	patterns, perr := parsePatterns(saved.Patterns)
+	if perr != nil { // written by a good load: cannot happen unless edited by hand
+		log.WithField("state_error", perr.Error()).Error("PINS FILE NOT LOADED and its saved version is invalid: " +
+			"ListImages answers Unavailable until it is fixed and reloaded (SIGHUP)")
+		return
+	}
+	p.set.Store(newMatchSet(p.rules, &pinsFileState{patterns: patterns, loadedAt: saved.LoadedAt, restored: true}))
+	log.WithFields(logrus.Fields{"patterns": len(patterns), "saved_at": formatTime(saved.LoadedAt)}).
+		Error("PINS FILE NOT LOADED: its last good version, saved at start-up or SIGHUP before, stays in force until it is fixed and reloaded (SIGHUP)")
+}
+
+// fileErr is Evaluate's error while a configured pins file has never been in force.
+func (p *Pinner) fileErr(set *matchSet) error {
+	if p.cfg.PinsFile == "" || set.file != nil {
+		return nil
+	}
+	var cause error = errors.New("not loaded")
+	if st := p.fileStatus.Load(); st != nil && st.err != nil {
+		cause = st.err
+	}
+	return fmt.Errorf("pins file %s could not be loaded (%w) and no earlier good version of it is saved: %w: %w",
+		p.cfg.PinsFile, cause, ErrNoPinState, cerrdefs.ErrUnavailable)
 }

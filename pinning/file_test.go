@@ -1,12 +1,16 @@
 package pinning
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/sirupsen/logrus"
 	"gotest.tools/v3/assert"
+	is "gotest.tools/v3/assert/cmp"
 )
 
 func writePins(t *testing.T, path string, lines ...string) {
@@ -24,9 +28,10 @@ func pinsFilePinner(t *testing.T, lines ...string) (*Pinner, string) {
 	return p, path
 }
 
-func fileReasons(p *Pinner, img Image) []string {
+func fileReasons(t testing.TB, p *Pinner, img Image) []string {
+	t.Helper()
 	var out []string
-	for _, r := range evaluateOne(p, img) {
+	for _, r := range evaluateOne(t, p, img) {
 		if r.Source == SourcePinsFile {
 			out = append(out, r.Detail)
 		}
@@ -47,19 +52,19 @@ func TestPinsFileLoad(t *testing.T) {
 		"\tregistry.k8s.io/*\t# tab before comment",
 		"*pause*",
 	)
-	assert.DeepEqual(t, fileReasons(p, busyboxImg), []string{"busybox"})
-	assert.DeepEqual(t, fileReasons(p, pauseImg), []string{"registry.k8s.io/*", "*pause*"})
-	assert.DeepEqual(t, fileReasons(p, Image{ID: digC, RepoTags: []string{"nginx:1"}}), []string(nil))
+	assert.DeepEqual(t, fileReasons(t, p, busyboxImg), []string{"busybox"})
+	assert.DeepEqual(t, fileReasons(t, p, pauseImg), []string{"registry.k8s.io/*", "*pause*"})
+	assert.DeepEqual(t, fileReasons(t, p, Image{ID: digC, RepoTags: []string{"nginx:1"}}), []string(nil))
 }
 
 func TestPinsFileReload(t *testing.T) {
 	p, path := pinsFilePinner(t, "busybox")
-	assert.DeepEqual(t, fileReasons(p, busyboxImg), []string{"busybox"})
+	assert.DeepEqual(t, fileReasons(t, p, busyboxImg), []string{"busybox"})
 
 	writePins(t, path, "registry.k8s.io/pause:3.10")
 	assert.NilError(t, p.Reload())
-	assert.DeepEqual(t, fileReasons(p, busyboxImg), []string(nil))
-	assert.DeepEqual(t, fileReasons(p, pauseImg), []string{"registry.k8s.io/pause:3.10"})
+	assert.DeepEqual(t, fileReasons(t, p, busyboxImg), []string(nil))
+	assert.DeepEqual(t, fileReasons(t, p, pauseImg), []string{"registry.k8s.io/pause:3.10"})
 }
 
 func TestPinsFileReloadBadLineKeepsOldSet(t *testing.T) {
@@ -67,8 +72,8 @@ func TestPinsFileReloadBadLineKeepsOldSet(t *testing.T) {
 	writePins(t, path, "# comment", "nginx", "bad*pattern", "alpine")
 	err := p.Reload()
 	assert.ErrorContains(t, err, `pins file "`+path+`" line 3: invalid pinned image pattern "bad*pattern"`)
-	assert.DeepEqual(t, fileReasons(p, busyboxImg), []string{"busybox"})
-	assert.DeepEqual(t, fileReasons(p, Image{ID: digC, RepoTags: []string{"nginx:1"}}), []string(nil))
+	assert.DeepEqual(t, fileReasons(t, p, busyboxImg), []string{"busybox"})
+	assert.DeepEqual(t, fileReasons(t, p, Image{ID: digC, RepoTags: []string{"nginx:1"}}), []string(nil))
 
 	info := p.Info()["pinsFile"].(map[string]any)
 	assert.DeepEqual(t, info["patterns"], []string{"busybox"})
@@ -79,25 +84,90 @@ func TestPinsFileReloadMissingKeepsOldSet(t *testing.T) {
 	p, path := pinsFilePinner(t, "busybox")
 	assert.NilError(t, os.Remove(path))
 	assert.ErrorContains(t, p.Reload(), "read pins file")
-	assert.DeepEqual(t, fileReasons(p, busyboxImg), []string{"busybox"})
+	assert.DeepEqual(t, fileReasons(t, p, busyboxImg), []string{"busybox"})
 
 	writePins(t, path, "alpine")
 	assert.NilError(t, p.Reload())
-	assert.DeepEqual(t, fileReasons(p, busyboxImg), []string(nil))
+	assert.DeepEqual(t, fileReasons(t, p, busyboxImg), []string(nil))
 	assert.Equal(t, p.Info()["pinsFile"].(map[string]any)["lastError"], "")
 }
 
-func TestPinsFileAtStart(t *testing.T) {
+// TestPinsFileAtStartWithoutSavedState: a missing or bad pins file does not stop the
+// process; with no good version saved, ListImages is refused (naming the file and the
+// line) until a reload succeeds, and ImageStatus goes on.
+func TestPinsFileAtStartWithoutSavedState(t *testing.T) {
 	dir := t.TempDir()
-	cfg := emptyConfig()
-	cfg.PinsFile = filepath.Join(dir, "missing")
-	_, err := New(cfg, nil)
-	assert.ErrorContains(t, err, "read pins file")
+	for _, tc := range []struct {
+		name, want string
+		lines      []string
+	}{
+		{name: "missing", want: "read pins file"},
+		{name: "bad", want: "line 3", lines: []string{"ok", "", "FOO:"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := emptyConfig()
+			cfg.StateDir = filepath.Join(dir, tc.name+"-state")
+			cfg.PinsFile = filepath.Join(dir, tc.name)
+			if tc.lines != nil {
+				writePins(t, cfg.PinsFile, tc.lines...)
+			}
+			p, _, hook := newTestPinner(t, cfg)
+			_, err := p.Evaluate(t.Context(), []Image{busyboxImg})
+			assert.Check(t, cerrdefs.IsUnavailable(err), "got %v", err)
+			assert.Check(t, errors.Is(err, ErrNoPinState))
+			assert.Check(t, is.ErrorContains(err, tc.want))
+			assert.Check(t, is.ErrorContains(err, cfg.PinsFile))
+			assert.Check(t, p.Check(t.Context(), busyboxImg) == nil)
+			assert.Check(t, is.Contains(hook.LastEntry().Message, "PINS FILE NOT LOADED"))
+			assert.Check(t, is.Contains(p.Info()["pinsFile"].(map[string]any)["lastError"], tc.want))
 
-	cfg.PinsFile = filepath.Join(dir, "bad")
-	writePins(t, cfg.PinsFile, "ok", "", "FOO:")
-	_, err = New(cfg, nil)
-	assert.ErrorContains(t, err, "line 3")
+			writePins(t, cfg.PinsFile, "busybox")
+			assert.NilError(t, p.Reload())
+			assert.DeepEqual(t, fileReasons(t, p, busyboxImg), []string{"busybox"})
+		})
+	}
+}
+
+// TestPinsFileAtStartUsesSavedState: the last good pins file, saved at a good load,
+// stays in force when the file is bad at the next start.
+func TestPinsFileAtStartUsesSavedState(t *testing.T) {
+	cfg := emptyConfig()
+	cfg.StateDir = t.TempDir()
+	cfg.PinsFile = filepath.Join(t.TempDir(), "pins")
+	writePins(t, cfg.PinsFile, "busybox:1.36 # the base", "alpine")
+	p, _, _ := newTestPinner(t, cfg)
+	assert.DeepEqual(t, fileReasons(t, p, busyboxImg), []string{"busybox:1.36"})
+
+	writePins(t, cfg.PinsFile, "busybox:1.36", "BAD:") // a typo, then a reboot
+	p2, _, hook := newTestPinner(t, cfg)
+	assert.DeepEqual(t, fileReasons(t, p2, busyboxImg), []string{"busybox:1.36"})
+	assert.Check(t, is.Contains(hook.LastEntry().Message, "last good version"))
+	assert.Equal(t, hook.LastEntry().Level, logrus.ErrorLevel)
+	info := p2.Info()["pinsFile"].(map[string]any)
+	assert.Equal(t, info["restored"], true)
+	assert.Check(t, is.Contains(info["lastError"], "line 2"))
+	assert.DeepEqual(t, info["patterns"], []string{"busybox:1.36", "alpine"})
+
+	// Another file path: the saved state is not its.
+	other := cfg
+	other.PinsFile = cfg.PinsFile + ".other"
+	p3, _, _ := newTestPinner(t, other)
+	_, err := p3.Evaluate(t.Context(), []Image{busyboxImg})
+	assert.Check(t, cerrdefs.IsUnavailable(err))
+}
+
+func TestCheckPinsFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "pins")
+	writePins(t, path, "# comment", "busybox:1.36", "registry.k8s.io/*")
+	n, err := CheckPinsFile(path)
+	assert.NilError(t, err)
+	assert.Equal(t, n, 2)
+	writePins(t, path, "ok", "*", "a b")
+	_, err = CheckPinsFile(path)
+	assert.Check(t, is.ErrorContains(err, "line 2"))
+	assert.Check(t, is.ErrorContains(err, "line 3"))
+	_, err = CheckPinsFile(path + ".missing")
+	assert.Check(t, is.ErrorContains(err, "read pins file"))
 }
 
 func TestReloadWithoutPinsFile(t *testing.T) {

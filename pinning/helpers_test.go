@@ -61,9 +61,18 @@ func newTestPinner(t testing.TB, cfg Config, sources ...Source) (*Pinner, *fakeC
 	return p, clock, hook
 }
 
-// checkOne evaluates a single image through Evaluate.
-func evaluateOne(p *Pinner, img Image) []Reason {
-	return p.Evaluate(context.Background(), []Image{img})[0]
+// evaluateOne evaluates a single image through Evaluate.
+func evaluateOne(t testing.TB, p *Pinner, img Image) []Reason {
+	t.Helper()
+	return mustEvaluate(t, p, context.Background(), []Image{img})[0]
+}
+
+// mustEvaluate is Evaluate that fails the test on an error.
+func mustEvaluate(t testing.TB, p *Pinner, ctx context.Context, imgs []Image) [][]Reason {
+	t.Helper()
+	out, err := p.Evaluate(ctx, imgs)
+	assert.NilError(t, err)
+	return out
 }
 
 // warnings returns the messages of warning entries logged so far.

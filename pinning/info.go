@@ -61,6 +61,7 @@ func (p *Pinner) pinsFileInfo() map[string]any {
 	if f := p.set.Load().file; f != nil {
 		info["patterns"] = patternTexts(f.patterns)
 		info["loadedAt"] = formatTime(f.loadedAt)
+		info["restored"] = f.restored
 	}
 	if st := p.fileStatus.Load(); st != nil {
 		info["lastAttempt"] = formatTime(st.attemptAt)

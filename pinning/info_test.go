@@ -22,7 +22,7 @@ func TestInfo(t *testing.T) {
 	assert.DeepEqual(t, info["lastEvaluation"], map[string]any{})
 	assert.Equal(t, sourceInfo(t, p)["healthy"], false, "no snapshot yet")
 
-	p.Evaluate(t.Context(), []Image{
+	mustEvaluate(t, p, t.Context(), []Image{
 		{ID: digA, RepoTags: []string{"registry.k8s.io/pause:3.10"}},
 		{ID: digB, RepoTags: []string{"busybox:1"}, Labels: map[string]string{PinnedLabel: PinnedValue}},
 		{ID: digC, RepoTags: []string{"nginx:1"}},

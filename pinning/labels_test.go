@@ -29,7 +29,7 @@ func TestConfigLabel(t *testing.T) {
 			cfg.ConfigLabels = tc.configLabels
 			p, _, _ := newTestPinner(t, cfg)
 			img := Image{ID: digA, RepoTags: []string{"app:1"}, Labels: tc.labels}
-			assert.DeepEqual(t, evaluateOne(p, img), tc.want)
+			assert.DeepEqual(t, evaluateOne(t, p, img), tc.want)
 			assert.DeepEqual(t, p.Check(t.Context(), img), tc.want)
 		})
 	}
@@ -55,7 +55,7 @@ func TestNearMissWarnings(t *testing.T) {
 			p, clock, hook := newTestPinner(t, cfg)
 			img := Image{ID: digA, RepoTags: []string{"<none>:<none>", "app:1"}, Labels: tc.labels}
 			for range 3 { // ListImages and ImageStatus within the interval
-				evaluateOne(p, img)
+				evaluateOne(t, p, img)
 				p.Check(t.Context(), img)
 			}
 			warns := warnings(hook)
@@ -69,7 +69,7 @@ func TestNearMissWarnings(t *testing.T) {
 			assert.Equal(t, warns[0].Data["label"], tc.wantLabel)
 
 			clock.Advance(cfg.WarnInterval)
-			evaluateOne(p, img)
+			evaluateOne(t, p, img)
 			assert.Equal(t, len(warnings(hook)), 2, "warns again after the interval")
 		})
 	}
@@ -78,7 +78,7 @@ func TestNearMissWarnings(t *testing.T) {
 func TestNearMissBothLabels(t *testing.T) {
 	p, _, hook := newTestPinner(t, DefaultConfig())
 	img := Image{ID: digA, Labels: map[string]string{PinnedLabel: "true", MisspelledLabel: "pinned"}}
-	assert.Assert(t, evaluateOne(p, img) == nil)
+	assert.Assert(t, evaluateOne(t, p, img) == nil)
 	assert.Equal(t, len(warnings(hook)), 2)
 }
 
@@ -123,7 +123,7 @@ func TestLabelSelectors(t *testing.T) {
 			cfg := emptyConfig()
 			cfg.LabelSelectors = []string{tc.selector}
 			p, _, _ := newTestPinner(t, cfg)
-			assert.DeepEqual(t, evaluateOne(p, Image{ID: digA, Labels: tc.labels}), tc.want)
+			assert.DeepEqual(t, evaluateOne(t, p, Image{ID: digA, Labels: tc.labels}), tc.want)
 		})
 	}
 }

@@ -16,7 +16,7 @@ func TestMatchSetManyPatterns(t *testing.T) {
 	for _, i := range []int{0, 63, 64, 65, 127, 128, 129} {
 		img := Image{ID: digA, RepoTags: []string{fmt.Sprintf("app%d:1", i)}}
 		for range 2 { // computed, then remembered
-			assert.DeepEqual(t, evaluateOne(p, img), []Reason{{SourcePattern, fmt.Sprintf("app%d:1", i)}})
+			assert.DeepEqual(t, evaluateOne(t, p, img), []Reason{{SourcePattern, fmt.Sprintf("app%d:1", i)}})
 		}
 	}
 }

@@ -64,6 +64,7 @@ const (
 type Pinner struct {
 	cfg   Config
 	log   logrus.FieldLogger
+	store stateStore // Config.StateDir
 	now   func() time.Time
 	rules *rules
 	refs  *refCache
@@ -79,16 +80,20 @@ type Pinner struct {
 	lastEval atomic.Pointer[evalStats]
 }
 
-// New validates cfg, loads the pins file (failing if it cannot be read or parsed)
-// and registers sources. A nil log discards messages.
+// New validates cfg, loads the pins file (see startFile: a bad one does not fail
+// New) and registers sources. A nil log discards messages.
 func New(cfg Config, log logrus.FieldLogger, sources ...Source) (*Pinner, error) {
+	log = logctx.OrDiscard(log)
+	store := stateStore{dir: cfg.StateDir}
+	cfg.Preloaded = resolvePreloaded(store, cfg.Preloaded, log)
 	r, err := compileRules(cfg)
 	if err != nil {
 		return nil, err
 	}
 	p := &Pinner{
 		cfg:   cfg,
-		log:   logctx.OrDiscard(log),
+		log:   log,
+		store: store,
 		now:   time.Now,
 		rules: r,
 		refs:  newRefCache(maxCachedRefs),
@@ -96,9 +101,7 @@ func New(cfg Config, log logrus.FieldLogger, sources ...Source) (*Pinner, error)
 	}
 	p.set.Store(newMatchSet(r, nil))
 	if cfg.PinsFile != "" {
-		if err := p.loadFile(); err != nil {
-			return nil, err
-		}
+		p.startFile()
 	}
 	for _, s := range sources {
 		p.AddSource(s)
@@ -107,23 +110,34 @@ func New(cfg Config, log logrus.FieldLogger, sources ...Source) (*Pinner, error)
 }
 
 // Evaluate decides for a whole list: result[i] are the reasons for imgs[i] (nil =
-// not pinned). It takes one fresh snapshot per Source. It never fails: a failing
-// Source is logged and its last good snapshot used (within MaxStaleness), and the
-// other sources still apply.
-func (p *Pinner) Evaluate(ctx context.Context, imgs []Image) [][]Reason {
-	e := p.newEvaluation(ctx, p.matchers(ctx, true))
+// not pinned). It takes one fresh snapshot per Source. A failing Source is logged and
+// its last good snapshot used, from memory or from the state directory (within
+// MaxStaleness). When a Source has no such state, Evaluate returns no result and an
+// error wrapping ErrNoPinState and errdefs' Unavailable that names it: a list without
+// that source's pins would show pinned images unpinned to kubelet's image GC.
+func (p *Pinner) Evaluate(ctx context.Context, imgs []Image) ([][]Reason, error) {
+	matchers, err := p.matchers(ctx, true)
+	if err != nil {
+		return nil, err
+	}
+	e := p.newEvaluation(ctx, matchers)
+	if err := p.fileErr(e.set); err != nil {
+		return nil, err
+	}
 	out := make([][]Reason, len(imgs))
 	for i := range imgs {
 		out[i] = e.decide(&imgs[i])
 	}
 	p.lastEval.Store(newEvalStats(e.now, out))
-	return out
+	return out, nil
 }
 
 // Check decides for one image (ImageStatus). It may reuse a Source snapshot tried
-// less than SnapshotTTL ago.
+// less than SnapshotTTL ago. It never fails: a source without usable state adds no
+// reason (ImageStatus serves pulls and container starts, which must go on).
 func (p *Pinner) Check(ctx context.Context, img Image) []Reason {
-	return p.newEvaluation(ctx, p.matchers(ctx, false)).decide(&img)
+	matchers, _ := p.matchers(ctx, false) // the sources without state are nil and logged
+	return p.newEvaluation(ctx, matchers).decide(&img)
 }
 
 // evaluation holds what one Evaluate or Check call decides with.

@@ -44,7 +44,7 @@ func TestEvaluateReasonsOrderAndDedup(t *testing.T) {
 		{SourceContainerd, "ctr " + digA},
 		{SourcePreload, "late " + digA},
 	}
-	assert.DeepEqual(t, evaluateOne(p, img), want)
+	assert.DeepEqual(t, evaluateOne(t, p, img), want)
 	assert.DeepEqual(t, p.Check(t.Context(), img), want)
 }
 
@@ -59,7 +59,7 @@ func TestEvaluateResultsAreIndependent(t *testing.T) {
 			imgs[i].RepoTags[0] = fmt.Sprintf("nginx:%d", i)
 		}
 	}
-	got := p.Evaluate(t.Context(), imgs)
+	got := mustEvaluate(t, p, t.Context(), imgs)
 	assert.Equal(t, len(got), len(imgs))
 	for i, reasons := range got {
 		if i%3 == 0 {
@@ -73,7 +73,7 @@ func TestEvaluateResultsAreIndependent(t *testing.T) {
 
 func TestEvaluateEmpty(t *testing.T) {
 	p, _, _ := newTestPinner(t, DefaultConfig())
-	assert.Equal(t, len(p.Evaluate(t.Context(), nil)), 0)
+	assert.Equal(t, len(mustEvaluate(t, p, t.Context(), nil)), 0)
 }
 
 func TestNewNilLogger(t *testing.T) {
@@ -130,7 +130,7 @@ func readUntilStopped(t *testing.T, p *Pinner, imgs []Image, stop <-chan struct{
 			return
 		default:
 		}
-		details := fmt.Sprint(fileDetails(p.Evaluate(t.Context(), imgs)))
+		details := fmt.Sprint(fileDetails(mustEvaluate(t, p, t.Context(), imgs)))
 		assert.Check(t, details == "[busybox alpine:3]" || details == "[*alp* nginx]", "mixed sets: %v", details)
 		p.Check(t.Context(), imgs[0])
 		p.Info()

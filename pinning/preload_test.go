@@ -24,7 +24,7 @@ func TestPreloadedImagesArePinnedExactly(t *testing.T) {
 		{ID: "sha256:c", RepoTags: []string{"registry.k8s.io/coredns/coredns:v1.12.0"}}, // same repository, other tag
 		{ID: untaggedID},
 	}
-	got := p.Evaluate(context.Background(), imgs)
+	got := mustEvaluate(t, p, context.Background(), imgs)
 	assert.DeepEqual(t, got[0], []Reason{
 		{Source: SourcePattern, Detail: "busybox"},
 		{Source: SourcePreload, Detail: "base.tar: busybox:1.36"},
@@ -41,4 +41,66 @@ func TestPreloadedInvalidReference(t *testing.T) {
 	err := cfg.Validate()
 	assert.Check(t, is.ErrorContains(err, `invalid reference "Not A Ref" loaded from bad.tar`))
 	assert.Check(t, is.ErrorContains(err, `"wild*" loaded from bad.tar: wildcards are not allowed`))
+}
+
+// TestPreloadedKeptAcrossFailedLoads: an archive that fails to load at a later start
+// keeps the pins of its last good load; only a removed archive drops them.
+func TestPreloadedKeptAcrossFailedLoads(t *testing.T) {
+	cfg := emptyConfig()
+	cfg.StateDir = t.TempDir()
+	start := func(t *testing.T, loaded ...Preloaded) *Pinner {
+		t.Helper()
+		c := cfg
+		c.Preloaded = loaded
+		p, _, _ := newTestPinner(t, c)
+		return p
+	}
+	app := Image{ID: digA, RepoTags: []string{"app:1"}}
+	db := Image{ID: digB, RepoTags: []string{"db:2"}}
+	preloadReasons := func(p *Pinner) (out []string) {
+		for _, rs := range mustEvaluate(t, p, t.Context(), []Image{app, db}) {
+			for _, r := range rs {
+				if r.Source == SourcePreload {
+					out = append(out, r.Detail)
+				}
+			}
+		}
+		return out
+	}
+
+	p := start(t, Preloaded{Tarball: "app.tar", Refs: []string{"app:1"}, Origin: OriginLoaded},
+		Preloaded{Tarball: "db.tar.gz", Refs: []string{"db:2"}, Origin: OriginLoaded})
+	assert.DeepEqual(t, preloadReasons(p), []string{"app.tar: app:1", "db.tar.gz: db:2"})
+
+	// Next start: app.tar is truncated (neither loads nor reads), db.tar.gz fails to
+	// load but its manifest is readable.
+	p = start(t, Preloaded{Tarball: "app.tar", Failed: "unexpected EOF"},
+		Preloaded{Tarball: "db.tar.gz", Refs: []string{"db:2"}, Failed: "no space left on device", Origin: OriginManifest})
+	assert.DeepEqual(t, preloadReasons(p), []string{"app.tar: app:1", "db.tar.gz: db:2"})
+	info := p.Info()["preloaded"].([]Preloaded)
+	assert.Equal(t, info[0].Origin, OriginSaved)
+	assert.Equal(t, info[0].Failed, "unexpected EOF")
+
+	// And again: what was kept is kept.
+	p = start(t, Preloaded{Tarball: "app.tar", Failed: "unexpected EOF"})
+	assert.DeepEqual(t, preloadReasons(p), []string{"app.tar: app:1"})
+
+	// db.tar.gz was removed meanwhile (it is not in the last start's list): its pins
+	// are gone even if it failed at a start after that.
+	p = start(t, Preloaded{Tarball: "db.tar.gz", Failed: "unexpected EOF"})
+	assert.Check(t, is.Len(preloadReasons(p), 0))
+	// app.tar removed: dropped.
+	p = start(t)
+	assert.Check(t, is.Len(preloadReasons(p), 0))
+}
+
+// TestPreloadedNeverLoaded: an archive that never loaded and cannot be read pins
+// nothing, and says so; it does not fail the start.
+func TestPreloadedNeverLoaded(t *testing.T) {
+	cfg := emptyConfig()
+	cfg.StateDir = t.TempDir()
+	cfg.Preloaded = []Preloaded{{Tarball: "new.tar", Failed: "unexpected EOF"}}
+	p, _, hook := newTestPinner(t, cfg)
+	assert.Check(t, mustEvaluate(t, p, t.Context(), []Image{{ID: digA, RepoTags: []string{"app:1"}}})[0] == nil)
+	assert.Check(t, is.Contains(hook.LastEntry().Message, "never loaded before"))
 }

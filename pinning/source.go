@@ -1,10 +1,15 @@
 package pinning
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
 	"sync"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/sirupsen/logrus"
 
 	"github.com/dockpin/cri-dockerd/logctx"
@@ -37,6 +42,27 @@ type noMatches struct{}
 
 func (noMatches) Match(*Image) []Reason { return nil }
 
+// SnapshotCodec is implemented by a Source whose snapshots can be saved, so that its
+// last good state outlives the process (Config.StateDir) and answers for it while it
+// cannot, after a restart or a reboot too.
+type SnapshotCodec interface {
+	// EncodeSnapshot returns m, a snapshot this source took, as JSON.
+	EncodeSnapshot(m Matcher) ([]byte, error)
+	// DecodeSnapshot turns what EncodeSnapshot returned back into a snapshot.
+	DecodeSnapshot(b []byte) (Matcher, error)
+}
+
+// ErrNoPinState is wrapped by Evaluate's error when a source cannot answer and has no
+// usable last good state: listing images then would show its pinned images unpinned.
+var ErrNoPinState = errors.New("pin source has no usable state")
+
+// persistedSnapshot is the state file of a source's last good snapshot.
+type persistedSnapshot struct {
+	Source   string          `json:"source"`
+	TakenAt  time.Time       `json:"takenAt"`
+	Snapshot json.RawMessage `json:"snapshot"`
+}
+
 // sourceState is a registered Source with its last good snapshot.
 type sourceState struct {
 	src          Source
@@ -44,9 +70,18 @@ type sourceState struct {
 	mu           sync.Mutex
 	good         Matcher   // last good snapshot; nil before the first success
 	goodAt       time.Time // when good was taken
+	restored     bool      // good was read from the state directory, not taken by this process
 	attemptAt    time.Time // the last Snapshot call, good or bad
 	lastErr      error     // nil when the last Snapshot call succeeded
+	failingSince time.Time // the first failure after the last success; zero while healthy
+
+	saveMu  sync.Mutex // serialises saves of this source's state
+	saved   []byte     // what the state file holds
+	saveErr error      // why the last save failed; nil when it succeeded
 }
+
+// stateName is the name of a source's state file.
+func stateName(s Source) string { return "source-" + s.Name() }
 
 // AddSource registers an extra Source after construction. Reasons of sources come
 // in registration order. It is safe to call concurrently with everything else.
@@ -59,8 +94,32 @@ func (p *Pinner) AddSource(s Source) {
 	old := p.loadSources()
 	next := make([]*sourceState, len(old), len(old)+1)
 	copy(next, old)
-	next = append(next, &sourceState{src: s, maxStaleness: p.cfg.MaxStaleness})
+	next = append(next, p.restoreSource(&sourceState{src: s, maxStaleness: p.cfg.MaxStaleness}))
 	p.sources.Store(&next)
+}
+
+// restoreSource gives st the last good snapshot persisted for its source, if any.
+func (p *Pinner) restoreSource(st *sourceState) *sourceState {
+	codec, ok := st.src.(SnapshotCodec)
+	if !ok {
+		return st
+	}
+	log := p.log.WithField("source", st.src.Name())
+	var ps persistedSnapshot
+	found, err := p.store.load(stateName(st.src), &ps)
+	if err == nil && found {
+		var m Matcher
+		if m, err = codec.DecodeSnapshot(ps.Snapshot); err == nil {
+			st.good, st.goodAt, st.restored, st.saved = m, ps.TakenAt, true, ps.Snapshot
+			log.WithField("taken_at", formatTime(ps.TakenAt)).
+				Info("restored the last good pins of the source; they answer until it does")
+			return st
+		}
+	}
+	if err != nil {
+		log.WithError(err).Warn("cannot restore the last good pins of the source")
+	}
+	return st
 }
 
 func (p *Pinner) loadSources() []*sourceState {
@@ -70,72 +129,115 @@ func (p *Pinner) loadSources() []*sourceState {
 	return nil
 }
 
-// matchers returns one usable Matcher per source (nil when a source has none). With
-// fresh, every source takes a new snapshot; otherwise one tried within SnapshotTTL is reused.
-func (p *Pinner) matchers(ctx context.Context, fresh bool) []Matcher {
+// matchers returns one usable Matcher per source. With fresh, every source takes a
+// new snapshot; otherwise one tried within SnapshotTTL is reused. A source that
+// cannot answer and has no usable last good state gets a nil Matcher, and the error
+// (wrapping ErrNoPinState and errdefs' Unavailable) names it.
+func (p *Pinner) matchers(ctx context.Context, fresh bool) ([]Matcher, error) {
 	srcs := p.loadSources()
 	out := make([]Matcher, len(srcs))
+	errs := make([]error, len(srcs))
 	if len(srcs) == 1 {
-		out[0] = p.matcherOf(ctx, srcs[0], fresh)
-		return out
+		out[0], errs[0] = p.matcherOf(ctx, srcs[0], fresh)
+	} else {
+		var wg sync.WaitGroup
+		for i, s := range srcs {
+			wg.Go(func() { out[i], errs[i] = p.matcherOf(ctx, s, fresh) })
+		}
+		wg.Wait()
 	}
-	var wg sync.WaitGroup
-	for i, s := range srcs {
-		wg.Go(func() { out[i] = p.matcherOf(ctx, s, fresh) })
-	}
-	wg.Wait()
-	return out
+	return out, errors.Join(errs...)
 }
 
-func (p *Pinner) matcherOf(ctx context.Context, s *sourceState, fresh bool) Matcher {
+func (p *Pinner) matcherOf(ctx context.Context, s *sourceState, fresh bool) (Matcher, error) {
 	if !fresh {
-		if m, ok := p.recent(s); ok {
-			return m
+		if m, ok, err := p.recent(s); ok {
+			return m, err
 		}
 	}
 	return p.refresh(ctx, s)
 }
 
 // recent returns the usable matcher of s if a snapshot was tried within SnapshotTTL.
-func (p *Pinner) recent(s *sourceState) (Matcher, bool) {
+func (p *Pinner) recent(s *sourceState) (Matcher, bool, error) {
 	now := p.now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.attemptAt.IsZero() || now.Sub(s.attemptAt) >= p.cfg.SnapshotTTL {
-		return nil, false
+		return nil, false, nil
 	}
-	return s.usable(now), true
+	m, err := s.usable(now)
+	return m, true, err
 }
 
-// refresh takes a new snapshot; on failure it logs and falls back to the last good one.
-func (p *Pinner) refresh(ctx context.Context, s *sourceState) Matcher {
+// refresh takes a new snapshot; on failure it logs and falls back to the last good
+// one, in memory or persisted.
+func (p *Pinner) refresh(ctx context.Context, s *sourceState) (Matcher, error) {
 	m, err := s.src.Snapshot(ctx)
 	now := p.now()
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	s.attemptAt = now
 	if err == nil {
 		if m == nil {
 			m = noMatches{}
 		}
-		s.good, s.goodAt, s.lastErr = m, now, nil
-		return m
+		s.good, s.goodAt, s.restored, s.lastErr, s.failingSince = m, now, false, nil, time.Time{}
+		s.mu.Unlock()
+		p.persist(ctx, s, m, now)
+		return m, nil
+	}
+	defer s.mu.Unlock()
+	if s.lastErr == nil {
+		s.failingSince = now
 	}
 	s.lastErr = err
-	m = s.usable(now)
+	m, uerr := s.usable(now)
 	p.logSourceFailure(logctx.For(ctx, p.log), s, err, m != nil, now)
-	return m
+	return m, uerr
 }
 
-// usable returns the last good matcher unless it is older than MaxStaleness. Caller holds mu.
-func (s *sourceState) usable(now time.Time) Matcher {
-	if s.lastErr == nil || s.good == nil {
-		return s.good
+// persist saves a source's new good snapshot when it differs from the saved one.
+func (p *Pinner) persist(ctx context.Context, s *sourceState, m Matcher, takenAt time.Time) {
+	codec, ok := s.src.(SnapshotCodec)
+	if !ok || p.store.dir == "" {
+		return
+	}
+	b, err := codec.EncodeSnapshot(m)
+	s.saveMu.Lock()
+	defer s.saveMu.Unlock()
+	if err == nil && bytes.Equal(b, s.saved) {
+		return
+	}
+	if err == nil {
+		err = p.store.save(stateName(s.src), persistedSnapshot{Source: s.src.Name(), TakenAt: takenAt, Snapshot: b})
+	}
+	if err != nil {
+		if s.saveErr == nil {
+			logctx.For(ctx, p.log).WithError(err).WithField("source", s.src.Name()).
+				Warn("cannot save the last good pins of the source; a restart while it fails would lose them")
+		}
+		s.saveErr = err
+		return
+	}
+	s.saved, s.saveErr = b, nil
+}
+
+// usable returns the matcher to answer with: the last good one unless it is older
+// than MaxStaleness while the source fails. Without one, the error says why. Caller
+// holds mu.
+func (s *sourceState) usable(now time.Time) (Matcher, error) {
+	switch {
+	case s.good == nil:
+		return nil, fmt.Errorf("pin source %s has never answered (%w) and no earlier state of it is saved: %w: %w",
+			s.src.Name(), s.lastErr, ErrNoPinState, cerrdefs.ErrUnavailable)
+	case s.lastErr == nil:
+		return s.good, nil
 	}
 	if maxAge := s.maxStaleness; maxAge > 0 && now.Sub(s.goodAt) > maxAge {
-		return nil
+		return nil, fmt.Errorf("pin source %s fails (%w) and its last good state, taken at %s, is older than the %s allowed: %w: %w",
+			s.src.Name(), s.lastErr, formatTime(s.goodAt), maxAge, ErrNoPinState, cerrdefs.ErrUnavailable)
 	}
-	return s.good
+	return s.good, nil
 }
 
 func (p *Pinner) logSourceFailure(log logrus.FieldLogger, s *sourceState, err error, usingLastGood bool, now time.Time) {
@@ -146,24 +248,49 @@ func (p *Pinner) logSourceFailure(log logrus.FieldLogger, s *sourceState, err er
 			Warn("pin source failed, using its last good snapshot")
 	case s.good != nil:
 		log.WithField("max_staleness", s.maxStaleness.String()).
-			Warn("pin source failed and its last good snapshot is too old, ignoring the source")
+			Warn("pin source failed and its last good snapshot is too old: refusing to list images until it answers")
 	default:
-		log.Warn("pin source failed and has no good snapshot yet, ignoring the source")
+		log.Warn("pin source failed and has no good snapshot: refusing to list images until it answers")
 	}
 }
 
-// status reports the state of s for Info.
+// status reports the state of s for Info: "healthy", "stale" (answering from a last
+// good state: the source fails, or has not answered this process yet) with since
+// when and why, or "never read".
 func (s *sourceState) status(now time.Time) map[string]any {
 	s.mu.Lock()
+	m, uerr := s.usable(now)
+	healthy := s.lastErr == nil && s.good != nil && !s.restored
 	st := map[string]any{
 		"name":        s.src.Name(),
-		"healthy":     s.lastErr == nil && s.good != nil,
+		"healthy":     healthy,
 		"lastRefresh": formatTime(s.goodAt),
 		"lastAttempt": formatTime(s.attemptAt),
 		"lastError":   errString(s.lastErr),
-		"usingStale":  s.lastErr != nil && s.usable(now) != nil,
+		"usingStale":  !healthy && m != nil,
+		"restored":    s.restored,
+	}
+	switch {
+	case healthy:
+		st["state"] = "healthy"
+	case m != nil:
+		st["state"] = "stale"
+		st["staleSince"] = formatTime(s.goodAt)
+		st["reason"] = errString(s.lastErr)
+		if s.lastErr == nil {
+			st["reason"] = "not read yet by this process; answering from the state saved at " + formatTime(s.goodAt)
+		}
+	default:
+		st["state"] = "never read"
+		if s.good != nil {
+			st["state"] = "expired"
+		}
+		st["reason"] = errString(uerr)
 	}
 	s.mu.Unlock()
+	s.saveMu.Lock()
+	st["saveError"] = errString(s.saveErr)
+	s.saveMu.Unlock()
 	if r, ok := s.src.(StatusReporter); ok {
 		st["status"] = r.SourceStatus()
 	}

@@ -2,11 +2,20 @@ package pinning
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"gotest.tools/v3/assert"
+	is "gotest.tools/v3/assert/cmp"
 )
 
 func pinnedBy(reasons []Reason, source string) bool {
@@ -24,7 +33,7 @@ func TestSourceOneSnapshotPerEvaluate(t *testing.T) {
 	s1, s2 := newFakeSource("one", digA), newFakeSource("two", digB)
 	p, _, _ := newTestPinner(t, emptyConfig(), s1, s2)
 	for i := 1; i <= 3; i++ {
-		got := p.Evaluate(t.Context(), sourceImgs)
+		got := mustEvaluate(t, p, t.Context(), sourceImgs)
 		assert.Equal(t, s1.Calls(), i)
 		assert.Equal(t, s2.Calls(), i)
 		assert.Assert(t, pinnedBy(got[0], SourceContainerd))
@@ -36,9 +45,9 @@ func TestSourceOneSnapshotPerEvaluate(t *testing.T) {
 func TestSourceChangeTakesEffectNextEvaluate(t *testing.T) {
 	s := newFakeSource("ctr")
 	p, _, _ := newTestPinner(t, emptyConfig(), s)
-	assert.Assert(t, p.Evaluate(t.Context(), sourceImgs)[1] == nil)
+	assert.Assert(t, mustEvaluate(t, p, t.Context(), sourceImgs)[1] == nil)
 	s.Set(digB)
-	assert.Assert(t, pinnedBy(p.Evaluate(t.Context(), sourceImgs)[1], SourceContainerd))
+	assert.Assert(t, pinnedBy(mustEvaluate(t, p, t.Context(), sourceImgs)[1], SourceContainerd))
 }
 
 func TestSourceFailureUsesLastGood(t *testing.T) {
@@ -48,12 +57,12 @@ func TestSourceFailureUsesLastGood(t *testing.T) {
 	cfg := emptyConfig()
 	cfg.MaxStaleness = time.Minute
 	p, clock, hook := newTestPinner(t, cfg, s, other)
-	assert.Assert(t, pinnedBy(p.Evaluate(t.Context(), sourceImgs)[0], SourceContainerd))
+	assert.Assert(t, pinnedBy(mustEvaluate(t, p, t.Context(), sourceImgs)[0], SourceContainerd))
 
 	s.Set() // a fresh snapshot would pin nothing
 	s.Fail(errors.New("containerd unavailable"))
 	clock.Advance(30 * time.Second)
-	got := p.Evaluate(t.Context(), sourceImgs)
+	got := mustEvaluate(t, p, t.Context(), sourceImgs)
 	assert.Assert(t, pinnedBy(got[0], SourceContainerd), "last good snapshot is used")
 	assert.Assert(t, pinnedBy(got[2], SourcePreload), "other sources still apply")
 	warns := warnings(hook)
@@ -67,14 +76,19 @@ func TestSourceFailureUsesLastGood(t *testing.T) {
 	assert.Equal(t, info["lastError"], "containerd unavailable")
 
 	clock.Advance(31 * time.Second) // the last good snapshot is now 61s old
-	got = p.Evaluate(t.Context(), sourceImgs)
-	assert.Assert(t, got[0] == nil, "too stale: dropped")
-	assert.Assert(t, pinnedBy(got[2], SourcePreload))
-	assert.Equal(t, sourceInfo(t, p)["usingStale"], false)
+	_, err := p.Evaluate(t.Context(), sourceImgs)
+	assert.Check(t, cerrdefs.IsUnavailable(err), "too stale: the list is refused, not answered without its pins: %v", err)
+	assert.Check(t, errors.Is(err, ErrNoPinState))
+	assert.Check(t, is.ErrorContains(err, "pin source ctr fails (containerd unavailable) and its last good state"))
+	// ImageStatus (Check) goes on without the source's reasons; the others apply.
+	assert.Assert(t, pinnedBy(p.Check(t.Context(), sourceImgs[2]), SourcePreload))
+	info = sourceInfo(t, p)
+	assert.Equal(t, info["usingStale"], false)
+	assert.Equal(t, info["state"], "expired")
 
 	s.Fail(nil)
 	s.Set(digB)
-	got = p.Evaluate(t.Context(), sourceImgs)
+	got = mustEvaluate(t, p, t.Context(), sourceImgs)
 	assert.Assert(t, got[0] == nil)
 	assert.Assert(t, pinnedBy(got[1], SourceContainerd), "recovered")
 	assert.Equal(t, sourceInfo(t, p)["healthy"], true)
@@ -83,29 +97,166 @@ func TestSourceFailureUsesLastGood(t *testing.T) {
 func TestSourceFailureZeroStalenessIsForever(t *testing.T) {
 	s := newFakeSource("ctr", digA)
 	p, clock, _ := newTestPinner(t, emptyConfig(), s)
-	p.Evaluate(t.Context(), sourceImgs)
+	mustEvaluate(t, p, t.Context(), sourceImgs)
 	s.Fail(errors.New("down"))
 	clock.Advance(1000 * time.Hour)
-	assert.Assert(t, pinnedBy(p.Evaluate(t.Context(), sourceImgs)[0], SourceContainerd))
+	assert.Assert(t, pinnedBy(mustEvaluate(t, p, t.Context(), sourceImgs)[0], SourceContainerd))
 }
 
+// TestSourceFailingFromStart: a source that never answered has no state to answer
+// from: ListImages is refused (Unavailable, naming it) instead of showing its pinned
+// images unpinned; ImageStatus goes on; the first answer ends it.
 func TestSourceFailingFromStart(t *testing.T) {
 	s := newFakeSource("ctr", digA)
 	s.Fail(errors.New("down"))
 	p, _, hook := newTestPinner(t, emptyConfig(), s)
-	assert.Assert(t, p.Evaluate(t.Context(), sourceImgs)[0] == nil)
-	assert.Equal(t, len(warnings(hook)), 1)
-	assert.Equal(t, sourceInfo(t, p)["healthy"], false)
+	for range 3 {
+		got, err := p.Evaluate(t.Context(), sourceImgs)
+		assert.Check(t, cerrdefs.IsUnavailable(err), "got %v", err)
+		assert.Check(t, errors.Is(err, ErrNoPinState))
+		assert.Check(t, is.ErrorContains(err, "pin source ctr has never answered (down)"))
+		assert.Check(t, got == nil)
+	}
+	assert.Check(t, p.Check(t.Context(), sourceImgs[0]) == nil)
+	assert.Equal(t, len(warnings(hook)), 3)
+	info := sourceInfo(t, p)
+	assert.Equal(t, info["healthy"], false)
+	assert.Equal(t, info["state"], "never read")
+	assert.Check(t, is.Contains(info["reason"], "never answered"))
+
+	s.Fail(nil)
+	assert.Assert(t, pinnedBy(mustEvaluate(t, p, t.Context(), sourceImgs)[0], SourceContainerd))
+	assert.Equal(t, sourceInfo(t, p)["state"], "healthy")
+}
+
+// TestSourceStatePersisted: a source's last good snapshot is saved in StateDir when it
+// changes and answers, after a restart, while the source fails; the first good
+// snapshot replaces it.
+func TestSourceStatePersisted(t *testing.T) {
+	dir := t.TempDir()
+	cfg := emptyConfig()
+	cfg.StateDir = dir
+	s := &codecSource{fakeSource: newFakeSource("ctr", digA)}
+	p, _, _ := newTestPinner(t, cfg, s)
+	assert.Assert(t, pinnedBy(mustEvaluate(t, p, t.Context(), sourceImgs)[0], SourceContainerd))
+	file := filepath.Join(dir, "source-ctr.json")
+	saved, err := os.ReadFile(file)
+	assert.NilError(t, err)
+	fi, err := os.Stat(file)
+	assert.NilError(t, err)
+	assert.Equal(t, fi.Mode().Perm(), os.FileMode(0o600))
+	assert.Check(t, is.Contains(string(saved), digA))
+	mustEvaluate(t, p, t.Context(), sourceImgs)
+	assert.Equal(t, s.encodes(), 2)
+	fi2, err := os.Stat(file)
+	assert.NilError(t, err)
+	assert.Check(t, os.SameFile(fi, fi2), "an unchanged snapshot is not written again")
+	entries, err := os.ReadDir(dir)
+	assert.NilError(t, err)
+	assert.Equal(t, len(entries), 1, "no temporary file is left")
+
+	// Restart with the source down: the saved state answers.
+	s2 := &codecSource{fakeSource: newFakeSource("ctr", digB)}
+	s2.Fail(errors.New("containerd down"))
+	p2, _, _ := newTestPinner(t, cfg, s2)
+	info := sourceInfo(t, p2)
+	assert.Equal(t, info["state"], "stale")
+	assert.Equal(t, info["restored"], true)
+	assert.Check(t, is.Contains(info["reason"], "not read yet"))
+	for range 3 {
+		got := mustEvaluate(t, p2, t.Context(), sourceImgs)
+		assert.Check(t, pinnedBy(got[0], SourceContainerd) && !pinnedBy(got[1], SourceContainerd))
+	}
+	assert.Equal(t, sourceInfo(t, p2)["reason"], "containerd down")
+
+	s2.Fail(nil)
+	got := mustEvaluate(t, p2, t.Context(), sourceImgs)
+	assert.Check(t, !pinnedBy(got[0], SourceContainerd) && pinnedBy(got[1], SourceContainerd))
+	assert.Equal(t, sourceInfo(t, p2)["state"], "healthy")
+	saved, err = os.ReadFile(file)
+	assert.NilError(t, err)
+	assert.Check(t, is.Contains(string(saved), digB))
+}
+
+// TestSourceStateCorrupt: a damaged state file is reported and ignored (the source
+// then has no state), never a crash.
+func TestSourceStateCorrupt(t *testing.T) {
+	dir := t.TempDir()
+	assert.NilError(t, os.WriteFile(filepath.Join(dir, "source-ctr.json"), []byte(`{"snapshot":`), 0o600))
+	cfg := emptyConfig()
+	cfg.StateDir = dir
+	s := &codecSource{fakeSource: newFakeSource("ctr", digA)}
+	s.Fail(errors.New("down"))
+	p, _, hook := newTestPinner(t, cfg, s)
+	_, err := p.Evaluate(t.Context(), sourceImgs)
+	assert.Check(t, cerrdefs.IsUnavailable(err))
+	assert.Check(t, is.Contains(warnings(hook)[0].Data["error"].(error).Error(), "corrupt"))
+}
+
+// TestSourceStateUnwritable: a state directory that cannot be written is reported in
+// Info and the log; the pins still answer.
+func TestSourceStateUnwritable(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "file")
+	assert.NilError(t, os.WriteFile(file, nil, 0o600))
+	cfg := emptyConfig()
+	cfg.StateDir = filepath.Join(file, "state") // below a file: cannot be made
+	s := &codecSource{fakeSource: newFakeSource("ctr", digA)}
+	p, _, hook := newTestPinner(t, cfg, s)
+	assert.Assert(t, pinnedBy(mustEvaluate(t, p, t.Context(), sourceImgs)[0], SourceContainerd))
+	assert.Check(t, is.Contains(sourceInfo(t, p)["saveError"], "pin state directory"))
+	saveWarnings := func() (n int) {
+		for _, w := range warnings(hook) {
+			if strings.Contains(w.Message, "cannot save the last good pins") {
+				n++
+			}
+		}
+		return n
+	}
+	assert.Equal(t, saveWarnings(), 1)
+	mustEvaluate(t, p, t.Context(), sourceImgs)
+	assert.Equal(t, saveWarnings(), 1, "the save failure is warned once")
+}
+
+// codecSource is a fakeSource whose snapshots can be saved (a SnapshotCodec).
+type codecSource struct {
+	*fakeSource
+	mu      sync.Mutex
+	encoded int
+}
+
+func (s *codecSource) EncodeSnapshot(m Matcher) ([]byte, error) {
+	s.mu.Lock()
+	s.encoded++
+	s.mu.Unlock()
+	return json.Marshal(slices.Sorted(maps.Keys(m.(idMatcher).ids)))
+}
+
+func (s *codecSource) DecodeSnapshot(b []byte) (Matcher, error) {
+	var ids []string
+	if err := json.Unmarshal(b, &ids); err != nil {
+		return nil, err
+	}
+	m := idMatcher{source: s.source, name: s.name, ids: map[string]bool{}}
+	for _, id := range ids {
+		m.ids[id] = true
+	}
+	return m, nil
+}
+
+func (s *codecSource) encodes() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.encoded
 }
 
 func TestSourceHonoursContext(t *testing.T) {
 	s := newFakeSource("ctr", digA)
 	p, _, _ := newTestPinner(t, emptyConfig(), s)
-	p.Evaluate(t.Context(), sourceImgs)
+	mustEvaluate(t, p, t.Context(), sourceImgs)
 	s.Set()
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
-	got := p.Evaluate(ctx, sourceImgs)
+	got := mustEvaluate(t, p, ctx, sourceImgs)
 	assert.Assert(t, pinnedBy(got[0], SourceContainerd), "cancelled snapshot falls back to the last good one")
 	assert.ErrorContains(t, errors.New(sourceInfo(t, p)["lastError"].(string)), "context canceled")
 }
@@ -125,7 +276,7 @@ func TestCheckReusesSnapshotWithinTTL(t *testing.T) {
 	assert.Assert(t, !pinnedBy(p.Check(t.Context(), sourceImgs[0]), SourceContainerd))
 	assert.Equal(t, s.Calls(), 2)
 
-	p.Evaluate(t.Context(), sourceImgs) // Evaluate always takes a fresh one
+	mustEvaluate(t, p, t.Context(), sourceImgs) // Evaluate always takes a fresh one
 	assert.Equal(t, s.Calls(), 3)
 	p.Check(t.Context(), sourceImgs[1]) // and Check reuses it
 	assert.Equal(t, s.Calls(), 3)
@@ -134,7 +285,7 @@ func TestCheckReusesSnapshotWithinTTL(t *testing.T) {
 func TestCheckDoesNotRetryFailingSourceWithinTTL(t *testing.T) {
 	s := newFakeSource("ctr", digA)
 	p, clock, _ := newTestPinner(t, emptyConfig(), s)
-	p.Evaluate(t.Context(), sourceImgs)
+	mustEvaluate(t, p, t.Context(), sourceImgs)
 	s.Fail(errors.New("down"))
 	clock.Advance(3 * time.Second)
 	assert.Assert(t, pinnedBy(p.Check(t.Context(), sourceImgs[0]), SourceContainerd))
@@ -150,7 +301,7 @@ func (nilSource) Snapshot(context.Context) (Matcher, error) { return nil, nil }
 
 func TestSourceNilMatcher(t *testing.T) {
 	p, _, _ := newTestPinner(t, emptyConfig(), nilSource{}, nil)
-	assert.Assert(t, p.Evaluate(t.Context(), sourceImgs)[0] == nil)
+	assert.Assert(t, mustEvaluate(t, p, t.Context(), sourceImgs)[0] == nil)
 	assert.Equal(t, sourceInfo(t, p)["healthy"], true)
 	assert.Equal(t, len(p.Info()["sources"].([]map[string]any)), 1)
 }

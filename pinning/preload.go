@@ -1,0 +1,52 @@
+package pinning
+
+import (
+	"github.com/sirupsen/logrus"
+)
+
+// preloadStateName is the name of the preload archives' state file.
+const preloadStateName = "preload"
+
+// resolvePreloaded completes what the preload archives pin at this start with the
+// state saved at earlier ones, and saves the result. An archive that is still in the
+// directory keeps its pins even when it failed to load and could not be read (from
+// the references saved at its last good load); only an archive removed from the
+// directory drops its pins (it is not in loaded, so not in the new state).
+func resolvePreloaded(store stateStore, loaded []Preloaded, log logrus.FieldLogger) []Preloaded {
+	var saved []Preloaded
+	if _, err := store.load(preloadStateName, &saved); err != nil {
+		log.WithError(err).Warn("preload: cannot read what the archives pinned at earlier starts")
+	}
+	savedRefs := make(map[string][]string, len(saved))
+	for _, s := range saved {
+		savedRefs[s.Tarball] = s.Refs
+	}
+	out := make([]Preloaded, 0, len(loaded))
+	for _, l := range loaded {
+		if l.Failed != "" && len(l.Refs) == 0 {
+			entry := log.WithField("tarball", l.Tarball).WithField("load_error", l.Failed)
+			refs, ok := savedRefs[l.Tarball]
+			if !ok {
+				entry.Error("preload: archive neither loaded nor readable, and never loaded before: it pins nothing")
+				out = append(out, l)
+				continue
+			}
+			l.Refs, l.Origin = refs, OriginSaved
+			entry.WithField("images", refs).Warn("preload: archive neither loaded nor readable: its images stay pinned as at its last good load")
+		}
+		out = append(out, l)
+	}
+	var keep []Preloaded
+	for _, l := range out {
+		if len(l.Refs) > 0 {
+			keep = append(keep, Preloaded{Tarball: l.Tarball, Refs: l.Refs})
+		}
+	}
+	if keep == nil && len(saved) == 0 {
+		return out // nothing to save, nothing saved: leave no empty state file behind
+	}
+	if err := store.save(preloadStateName, keep); err != nil {
+		log.WithError(err).Warn("preload: cannot save what the archives pin; a failed load at the next start may unpin them")
+	}
+	return out
+}

@@ -1,0 +1,96 @@
+package pinning
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+)
+
+// stateStore keeps pin state that must outlive the process (the last good snapshot of
+// each source, the last good pins file, what each preload archive pinned) as JSON
+// files in one directory. Writes are atomic: a temporary file in the same directory
+// is written, synced and renamed over the old one, and the directory synced, so a
+// crash or power cut leaves the old file or the new one, never a torn one. A zero
+// stateStore (no directory) keeps nothing.
+type stateStore struct {
+	dir string
+}
+
+// stateFileMode keeps the state readable by root only, like sandbox checkpoints.
+const stateFileMode = 0o600
+
+// save writes v as the state called name.
+func (s stateStore) save(name string, v any) error {
+	if s.dir == "" {
+		return nil
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("encode pin state %s: %w", name, err)
+	}
+	return s.saveBytes(name, b)
+}
+
+func (s stateStore) saveBytes(name string, b []byte) error {
+	if err := os.MkdirAll(s.dir, 0o700); err != nil {
+		return fmt.Errorf("pin state directory: %w", err)
+	}
+	tmp, err := os.CreateTemp(s.dir, "."+name+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("write pin state %s: %w", name, err)
+	}
+	defer func() { _ = os.Remove(tmp.Name()) }() // gone after the rename; removes a failed write
+	_, err = tmp.Write(b)
+	if err == nil {
+		err = tmp.Chmod(stateFileMode)
+	}
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), s.path(name))
+	}
+	if err != nil {
+		return fmt.Errorf("write pin state %s: %w", name, err)
+	}
+	return syncDir(s.dir)
+}
+
+// load reads the state called name into v; found is false when there is none.
+func (s stateStore) load(name string, v any) (found bool, err error) {
+	if s.dir == "" {
+		return false, nil
+	}
+	b, err := os.ReadFile(s.path(name))
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("read pin state %s: %w", name, err)
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return false, fmt.Errorf("pin state %s is corrupt: %w", s.path(name), err)
+	}
+	return true, nil
+}
+
+func (s stateStore) path(name string) string { return filepath.Join(s.dir, name+".json") }
+
+// syncDir makes a rename in dir durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("sync pin state directory: %w", err)
+	}
+	defer func() { _ = d.Close() }() // read-only handle
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("sync pin state directory: %w", err)
+	}
+	return nil
+}
