@@ -2,6 +2,7 @@ package pinning
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -13,14 +14,8 @@ import (
 	"github.com/sirupsen/logrus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/types/known/fieldmaskpb"
-
-	"github.com/dockpin/cri-dockerd/imageref"
-	"github.com/dockpin/cri-dockerd/logctx"
 )
 
 // DanglingPrefix names the records the engine keeps for untagged images.
@@ -52,9 +47,14 @@ type ContainerdSource struct {
 	log    logrus.FieldLogger
 	warns  *warnLimiter
 
+	pulls        keyedMutex    // serialises our pulls of one record, KeepPin to restore
+	restoreRetry time.Duration // the first pause between pin restore tries (restoreFirstRetry)
+
 	mu           sync.Mutex
-	lastRecords  int // pinned records in the last good snapshot
-	lastDangling int // dangling records ignored in it
+	lastRecords  int                 // pinned records in the last good snapshot
+	lastDangling int                 // dangling records ignored in it
+	pinnedNames  map[string]struct{} // the records pinned in the last good (or restored) snapshot
+	restores     restoreStats
 }
 
 var _ Source = (*ContainerdSource)(nil)
@@ -86,7 +86,7 @@ func NewContainerdSource(cfg ContainerdConfig, log logrus.FieldLogger) (*Contain
 	}
 	return &ContainerdSource{
 		cfg: cfg, conn: conn, images: imagesapi.NewImagesClient(conn), log: log,
-		warns: newWarnLimiter(cfg.WarnInterval, maxWarnedImages),
+		warns: newWarnLimiter(cfg.WarnInterval, maxWarnedImages), restoreRetry: restoreFirstRetry,
 	}, nil
 }
 
@@ -129,9 +129,36 @@ func (s *ContainerdSource) Snapshot(ctx context.Context) (Matcher, error) {
 		m[d] = append(m[d], rec.GetName())
 	}
 	s.mu.Lock()
-	s.lastRecords, s.lastDangling = countRecords(m), dangling
+	s.lastRecords, s.lastDangling, s.pinnedNames = countRecords(m), dangling, m.names()
 	s.mu.Unlock()
 	return m, nil
+}
+
+// EncodeSnapshot implements SnapshotCodec: the pinned record names by target digest.
+func (s *ContainerdSource) EncodeSnapshot(m Matcher) ([]byte, error) {
+	rm, ok := m.(recordMatcher)
+	if !ok {
+		return nil, fmt.Errorf("containerd pin source: cannot encode a %T snapshot", m)
+	}
+	return json.Marshal(map[string][]string(rm)) // map keys are sorted: equal snapshots encode equal
+}
+
+// DecodeSnapshot implements SnapshotCodec. The decoded records also stand for the
+// record labels KeepPin cannot read while containerd is down.
+func (s *ContainerdSource) DecodeSnapshot(b []byte) (Matcher, error) {
+	var rm recordMatcher
+	if err := json.Unmarshal(b, &rm); err != nil {
+		return nil, fmt.Errorf("containerd pin source: saved snapshot: %w", err)
+	}
+	if rm == nil {
+		rm = recordMatcher{}
+	}
+	s.mu.Lock()
+	if s.pinnedNames == nil {
+		s.pinnedNames = rm.names()
+	}
+	s.mu.Unlock()
+	return rm, nil
 }
 
 func countRecords(m recordMatcher) int {
@@ -165,11 +192,23 @@ func (s *ContainerdSource) SourceStatus() map[string]any {
 		"includeDangling": s.cfg.IncludeDangling,
 		"pinnedRecords":   s.lastRecords,
 		"ignoredDangling": s.lastDangling,
+		"pinRestores":     s.restores.info(),
 	}
 }
 
 // recordMatcher maps a target digest (the engine's image ID) to the pinned records naming it.
 type recordMatcher map[string][]string
+
+// names returns the set of pinned record names.
+func (m recordMatcher) names() map[string]struct{} {
+	out := make(map[string]struct{}, len(m))
+	for _, names := range m {
+		for _, n := range names {
+			out[n] = struct{}{}
+		}
+	}
+	return out
+}
 
 func (m recordMatcher) Match(img *Image) []Reason {
 	names := m[img.ID]
@@ -182,55 +221,6 @@ func (m recordMatcher) Match(img *Image) []Reason {
 		detail += fmt.Sprintf(" (+%d more)", len(names)-1)
 	}
 	return []Reason{{Source: SourceContainerd, Detail: detail}}
-}
-
-// KeepPin is called before the engine pulls ref, which replaces the labels of ref's
-// record. If the record carries the pin now, the returned function (to call after a
-// successful pull) puts back exactly that label with a field-path update.
-func (s *ContainerdSource) KeepPin(ctx context.Context, ref string) func(context.Context) {
-	name, ok := imageref.Resolved(ref) // the engine's record name for ref
-	if !ok {
-		return func(context.Context) {}
-	}
-	if rec := s.record(ctx, name); rec.GetLabels()[PinnedLabel] != PinnedValue {
-		return func(context.Context) {}
-	}
-	return func(ctx context.Context) { s.restorePin(ctx, name) }
-}
-
-func (s *ContainerdSource) restorePin(ctx context.Context, name string) {
-	rec := s.record(ctx, name)
-	if rec == nil || rec.GetLabels()[PinnedLabel] == PinnedValue {
-		return
-	}
-	cctx, cancel := s.call(ctx)
-	defer cancel()
-	// The update carries the record's current target: containerd requires one even when
-	// the field mask names only a label (2.4 dereferences it).
-	_, err := s.images.Update(cctx, &imagesapi.UpdateImageRequest{
-		Image:      &imagesapi.Image{Name: name, Target: rec.GetTarget(), Labels: map[string]string{PinnedLabel: PinnedValue}},
-		UpdateMask: &fieldmaskpb.FieldMask{Paths: []string{"labels." + PinnedLabel}},
-	})
-	log := logctx.For(ctx, s.log).WithField("record", name)
-	if err != nil {
-		log.WithError(err).Warn("the pull removed the pin label from the image record and it could not be put back")
-		return
-	}
-	log.Info("put back the pin label that the pull removed from the image record")
-}
-
-// record returns the record called name, or nil when there is none or it cannot be read.
-func (s *ContainerdSource) record(ctx context.Context, name string) *imagesapi.Image {
-	cctx, cancel := s.call(ctx)
-	defer cancel()
-	resp, err := s.images.Get(cctx, &imagesapi.GetImageRequest{Name: name})
-	if err != nil {
-		if status.Code(err) != codes.NotFound {
-			logctx.For(ctx, s.log).WithError(err).WithField("record", name).Warn("cannot read the image record to keep its pin across the pull")
-		}
-		return nil
-	}
-	return resp.GetImage()
 }
 
 // Disabled is a Source that pins nothing and makes no calls; it lets Info say that a

@@ -30,6 +30,15 @@ type fakeContainerd struct {
 	mu      sync.Mutex
 	records map[string]map[string]*imagesapi.Image // namespace -> name -> record
 	lists   int
+	// failGets and failUpdates fail the next that many Get and Update calls (Unavailable).
+	failGets, failUpdates int
+}
+
+// failNext makes the next gets Get and updates Update calls fail.
+func (f *fakeContainerd) failNext(gets, updates int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.failGets, f.failUpdates = gets, updates
 }
 
 func newFakeContainerd() *fakeContainerd {
@@ -88,6 +97,10 @@ func (f *fakeContainerd) List(ctx context.Context, req *imagesapi.ListImagesRequ
 func (f *fakeContainerd) Get(ctx context.Context, req *imagesapi.GetImageRequest) (*imagesapi.GetImageResponse, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.failGets > 0 {
+		f.failGets--
+		return nil, status.Error(codes.Unavailable, "injected get failure")
+	}
 	rec, ok := f.records[namespaceOf(ctx)][req.GetName()]
 	if !ok {
 		return nil, status.Errorf(codes.NotFound, "image %q: not found", req.GetName())
@@ -98,6 +111,10 @@ func (f *fakeContainerd) Get(ctx context.Context, req *imagesapi.GetImageRequest
 func (f *fakeContainerd) Update(ctx context.Context, req *imagesapi.UpdateImageRequest) (*imagesapi.UpdateImageResponse, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.failUpdates > 0 {
+		f.failUpdates--
+		return nil, status.Error(codes.Unavailable, "injected update failure")
+	}
 	rec, ok := f.records[namespaceOf(ctx)][req.GetImage().GetName()]
 	if !ok {
 		return nil, status.Error(codes.NotFound, "not found")
@@ -144,6 +161,7 @@ func newTestContainerdSource(t *testing.T, sock string, dangling bool) (*Contain
 	log.SetLevel(logrus.DebugLevel)
 	src, err := NewContainerdSource(ContainerdConfig{Address: sock, Namespace: "moby", IncludeDangling: dangling, Timeout: 500 * time.Millisecond}, log)
 	assert.NilError(t, err)
+	src.restoreRetry = time.Millisecond
 	t.Cleanup(func() { _ = src.Close() })
 	return src, hook
 }
@@ -212,14 +230,14 @@ func TestContainerdSourceOneListPerEvaluateAndOutage(t *testing.T) {
 	assert.NilError(t, err)
 	imgs := []Image{{ID: digestA, RepoTags: []string{"a:1"}}, {ID: digestB, RepoTags: []string{"b:1"}}}
 
-	res := p.Evaluate(context.Background(), imgs)
+	res := mustEvaluate(t, p, context.Background(), imgs)
 	assert.Check(t, len(res[0]) == 1 && len(res[1]) == 0)
 	assert.Equal(t, fake.lists, 1, "one List call per Evaluate, whatever the image count")
 
 	// containerd goes away: the last good set still answers, nothing fails.
 	stop()
 	fake.put("moby", "docker.io/library/b:1", digestB, map[string]string{PinnedLabel: PinnedValue})
-	res = p.Evaluate(context.Background(), imgs)
+	res = mustEvaluate(t, p, context.Background(), imgs)
 	assert.Check(t, len(res[0]) == 1 && len(res[1]) == 0, "outage must keep the last good pins: %v", res)
 	info := p.Info()["sources"].([]map[string]any)
 	assert.Equal(t, info[0]["healthy"], false)
@@ -229,7 +247,7 @@ func TestContainerdSourceOneListPerEvaluateAndOutage(t *testing.T) {
 	_ = os.Remove(sock) // grpc's Stop may have removed it already
 	defer serveFake(t, fake, sock)()
 	poll.WaitOn(t, func(poll.LogT) poll.Result {
-		res := p.Evaluate(context.Background(), imgs)
+		res := mustEvaluate(t, p, context.Background(), imgs)
 		if len(res[1]) == 0 {
 			return poll.Continue("b not pinned yet")
 		}
@@ -259,4 +277,145 @@ func TestContainerdKeepPin(t *testing.T) {
 	assert.DeepEqual(t, fake.labels("moby", "docker.io/library/plain:1"), map[string]string{"from": "pull"})
 
 	src.KeepPin(ctx, "never-pulled:1")(ctx) // no record: nothing to keep, no error
+}
+
+// keepPinEnv is a fake containerd with a pinned busybox:latest record and a source on it.
+func keepPinEnv(t *testing.T) (*fakeContainerd, *ContainerdSource) {
+	t.Helper()
+	fake := newFakeContainerd()
+	sock := fakeSocket(t)
+	t.Cleanup(serveFake(t, fake, sock))
+	src, _ := newTestContainerdSource(t, sock, false)
+	fake.put("moby", "docker.io/library/busybox:latest", digestA, map[string]string{PinnedLabel: PinnedValue})
+	fake.put("moby", "docker.io/library/plain:1", digestB, nil)
+	return fake, src
+}
+
+// pulled is what the engine's pull does to a record: its labels are replaced.
+func pulled(fake *fakeContainerd, name, digest string) {
+	fake.put("moby", name, digest, map[string]string{"from": "pull"})
+}
+
+// TestContainerdKeepPinUnknownBeforePull: containerd cannot answer before the pull;
+// after it, the last good snapshot decides, so the pin is not lost.
+func TestContainerdKeepPinUnknownBeforePull(t *testing.T) {
+	fake, src := keepPinEnv(t)
+	ctx := context.Background()
+	_, err := src.Snapshot(ctx)
+	assert.NilError(t, err)
+
+	fake.failNext(1, 0)
+	after := src.KeepPin(ctx, "busybox")
+	pulled(fake, "docker.io/library/busybox:latest", digestC)
+	after(ctx)
+	assert.Equal(t, fake.labels("moby", "docker.io/library/busybox:latest")[PinnedLabel], PinnedValue)
+
+	fake.failNext(1, 0) // plain:1 was not pinned in the snapshot: nothing to put back
+	after = src.KeepPin(ctx, "plain:1")
+	pulled(fake, "docker.io/library/plain:1", digestD)
+	after(ctx)
+	assert.Check(t, fake.labels("moby", "docker.io/library/plain:1")[PinnedLabel] == "")
+}
+
+// TestContainerdKeepPinFromSavedSnapshot: after a restart, before containerd answered
+// once, the snapshot restored from the state directory stands for the labels.
+func TestContainerdKeepPinFromSavedSnapshot(t *testing.T) {
+	_, src := keepPinEnv(t)
+	ctx := context.Background()
+	m, err := src.Snapshot(ctx)
+	assert.NilError(t, err)
+	saved, err := src.EncodeSnapshot(m)
+	assert.NilError(t, err)
+
+	fake2, restarted := keepPinEnv(t) // a new process, a source that never listed
+	_, err = restarted.DecodeSnapshot(saved)
+	assert.NilError(t, err)
+	fake2.failNext(1, 0)
+	after := restarted.KeepPin(ctx, "busybox")
+	pulled(fake2, "docker.io/library/busybox:latest", digestC)
+	after(ctx)
+	assert.Equal(t, fake2.labels("moby", "docker.io/library/busybox:latest")[PinnedLabel], PinnedValue)
+	assert.Check(t, !restarted.wasPinned("docker.io/library/plain:1"))
+}
+
+// TestContainerdKeepPinOwnContext: kubelet cancelling its pull does not cancel the
+// pin's reading or its restore.
+func TestContainerdKeepPinOwnContext(t *testing.T) {
+	fake, src := keepPinEnv(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	after := src.KeepPin(ctx, "busybox")
+	pulled(fake, "docker.io/library/busybox:latest", digestC)
+	after(ctx)
+	assert.Equal(t, fake.labels("moby", "docker.io/library/busybox:latest")[PinnedLabel], PinnedValue)
+}
+
+// TestContainerdKeepPinRetries: a restore that fails is retried; one that keeps
+// failing is logged and counted in the source's status.
+func TestContainerdKeepPinRetries(t *testing.T) {
+	fake, src := keepPinEnv(t)
+	ctx := context.Background()
+	after := src.KeepPin(ctx, "busybox")
+	pulled(fake, "docker.io/library/busybox:latest", digestC)
+	fake.failNext(0, restoreAttempts-1)
+	after(ctx)
+	assert.Equal(t, fake.labels("moby", "docker.io/library/busybox:latest")[PinnedLabel], PinnedValue)
+	assert.Equal(t, src.SourceStatus()["pinRestores"].(map[string]any)["restored"], 1)
+
+	after = src.KeepPin(ctx, "busybox")
+	pulled(fake, "docker.io/library/busybox:latest", digestD)
+	fake.failNext(0, restoreAttempts)
+	after(ctx)
+	assert.Check(t, fake.labels("moby", "docker.io/library/busybox:latest")[PinnedLabel] == "")
+	st := src.SourceStatus()["pinRestores"].(map[string]any)
+	assert.Equal(t, st["failed"], 1)
+	assert.Equal(t, st["lastFailedRecord"], "docker.io/library/busybox:latest")
+	assert.Check(t, strings.Contains(st["lastError"].(string), "injected update failure"))
+}
+
+// TestContainerdKeepPinConcurrentPulls: a second pull of the same reference waits for
+// the first one's restore, so it reads the label back, not the pull's empty labels.
+func TestContainerdKeepPinConcurrentPulls(t *testing.T) {
+	fake, src := keepPinEnv(t)
+	ctx := context.Background()
+	afterA := src.KeepPin(ctx, "busybox:latest")
+	pulled(fake, "docker.io/library/busybox:latest", digestC) // A's pull replaced the record
+
+	secondIn := make(chan func(context.Context))
+	go func() { secondIn <- src.KeepPin(ctx, "docker.io/library/busybox") }()
+	select {
+	case <-secondIn:
+		t.Fatal("the second pull's KeepPin ran while the first pull's restore was pending")
+	case <-time.After(50 * time.Millisecond):
+	}
+	afterA(ctx)
+	afterB := <-secondIn
+	pulled(fake, "docker.io/library/busybox:latest", digestD) // B's pull
+	afterB(ctx)
+	assert.Equal(t, fake.labels("moby", "docker.io/library/busybox:latest")[PinnedLabel], PinnedValue)
+
+	// Other references are not serialised with it.
+	after := src.KeepPin(ctx, "busybox:latest")
+	src.KeepPin(ctx, "plain:1")(ctx)
+	after(ctx)
+}
+
+func TestContainerdSnapshotCodec(t *testing.T) {
+	fake, src := keepPinEnv(t)
+	fake.put("moby", "docker.io/library/busybox:1", digestA, map[string]string{PinnedLabel: PinnedValue})
+	m, err := src.Snapshot(context.Background())
+	assert.NilError(t, err)
+	b, err := src.EncodeSnapshot(m)
+	assert.NilError(t, err)
+	again, err := src.EncodeSnapshot(m)
+	assert.NilError(t, err)
+	assert.Equal(t, string(b), string(again), "equal snapshots encode equal")
+	decoded, err := src.DecodeSnapshot(b)
+	assert.NilError(t, err)
+	img := &Image{ID: digestA}
+	assert.DeepEqual(t, decoded.Match(img), m.Match(img))
+	_, err = src.DecodeSnapshot([]byte("{"))
+	assert.Check(t, err != nil)
+	_, err = src.EncodeSnapshot(noMatches{})
+	assert.Check(t, err != nil)
 }
