@@ -9,8 +9,9 @@ import (
 // PinKeeper keeps an image's pin across a pull that replaces its record's labels
 // (implemented by pinning.ContainerdSource).
 type PinKeeper interface {
-	// KeepPin is called before ref is pulled; the function it returns is called after
-	// a successful pull and puts back a pin the pull removed. It logs its own failures.
+	// KeepPin is called before ref is pulled; the function it returns is called once
+	// after the pull, whatever its outcome, and puts back a pin the pull removed. It
+	// logs its own failures.
 	KeepPin(ctx context.Context, ref string) func(context.Context)
 }
 
@@ -31,12 +32,10 @@ type pinKeepingClient struct {
 	keeper PinKeeper
 }
 
-// PullImage pulls ref and puts back the pin the pull removed from its record.
+// PullImage pulls ref and puts back the pin the pull removed from its record (a
+// failed pull may have replaced the record too).
 func (c *pinKeepingClient) PullImage(ctx context.Context, ref string, opts docker.PullOptions) error {
 	restore := c.keeper.KeepPin(ctx, ref)
-	if err := c.Client.PullImage(ctx, ref, opts); err != nil {
-		return err
-	}
-	restore(ctx)
-	return nil
+	defer restore(ctx)
+	return c.Client.PullImage(ctx, ref, opts)
 }

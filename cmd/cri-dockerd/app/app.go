@@ -30,6 +30,11 @@ const startupTimeout = 30 * time.Second
 
 // Main runs cri-dockerd with args and returns the process exit code.
 func Main(args []string, stdout, stderr io.Writer) int {
+	// First of all: a SIGHUP (systemd's ExecReload) during a long start-up, a preload
+	// say, must not kill the process, as SIGHUP's default action would.
+	hup := make(chan os.Signal, 8)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	opts := DefaultOptions()
 	fs := opts.flagSet()
 	fs.SetOutput(stderr)
@@ -50,6 +55,8 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	case opts.ShowBuildInfo:
 		printBuildInfo(stdout)
 		return 0
+	case opts.CheckPinsFile != "":
+		return checkPinsFile(opts.CheckPinsFile, stdout, stderr)
 	case fs.NArg() > 0:
 		fmt.Fprintf(stderr, "cri-dockerd: unknown command %q\n", fs.Arg(0))
 		return 2
@@ -59,7 +66,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	log := newLogger(stderr, opts.LogLevel)
-	if err := run(&opts, log); err != nil {
+	if err := run(&opts, log, hup); err != nil {
 		log.WithError(err).Error("cri-dockerd stopped")
 		return 1
 	}
@@ -75,8 +82,19 @@ func newLogger(w io.Writer, level string) *logrus.Logger {
 	return log
 }
 
-// run serves until SIGTERM or SIGINT.
-func run(opts *Options, log *logrus.Logger) error {
+// checkPinsFile validates a pins file for --check-pins-file.
+func checkPinsFile(path string, stdout, stderr io.Writer) int {
+	n, err := pinning.CheckPinsFile(path)
+	if err != nil {
+		fmt.Fprintf(stderr, "cri-dockerd: %v\n", err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "%s: valid, %d patterns\n", path, n)
+	return 0
+}
+
+// run serves until SIGTERM or SIGINT; hup delivers SIGHUP, which reloads the pins.
+func run(opts *Options, log *logrus.Logger, hup <-chan os.Signal) error {
 	log.WithField("version", version).WithField("commit", shortCommit()).Info("starting cri-dockerd")
 	client, err := docker.NewSDKClient(opts.DockerEndpoint)
 	if err != nil {
@@ -173,7 +191,7 @@ func run(opts *Options, log *logrus.Logger) error {
 	}
 
 	signals := make(chan os.Signal, 4)
-	signal.Notify(signals, syscall.SIGHUP, syscall.SIGTERM, syscall.SIGINT)
+	signal.Notify(signals, syscall.SIGTERM, syscall.SIGINT)
 	defer signal.Stop(signals)
 	for {
 		select {
@@ -184,11 +202,9 @@ func run(opts *Options, log *logrus.Logger) error {
 			// supervisor restart us rather than serve half a runtime.
 			srv.Stop()
 			return fmt.Errorf("streaming server stopped: %w", err)
+		case <-hup:
+			reload(pins, log)
 		case sig := <-signals:
-			if sig == syscall.SIGHUP {
-				reload(pins, log)
-				continue
-			}
 			log.WithField("signal", sig.String()).Info("stopping: waiting for in-flight requests")
 			_, _ = daemon.SdNotify(false, daemon.SdNotifyStopping)
 			gracefulStop(srv, opts.requestTimeout(), log)

@@ -3,6 +3,7 @@ package app
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -82,6 +83,8 @@ type Options struct {
 	// ImageCacheResync is how often the image index is reconciled with the engine's full list.
 	ImageCacheResync time.Duration `json:"imageCacheResync"`
 
+	// CheckPinsFile, when set, validates that pins file and exits.
+	CheckPinsFile string `json:"-"`
 	// ShowVersion, ShowBuildInfo and ShowHelp print and exit.
 	ShowVersion   bool `json:"-"`
 	ShowBuildInfo bool `json:"-"`
@@ -149,6 +152,7 @@ func (o *Options) flagSet() *pflag.FlagSet {
 	fs.DurationVar(&o.ContainerdTimeout, "containerd-timeout", o.ContainerdTimeout, "Bound on each call to containerd; a slower answer counts as a failure and the last good pins are used.")
 	fs.BoolVar(&o.ImageCache, "image-cache", o.ImageCache, "Answer ListImages and ImageStatus from an in-memory index kept current from the engine's events (false: call the engine on every request, as upstream).")
 	fs.DurationVar(&o.ImageCacheResync, "image-cache-resync", o.ImageCacheResync, "How often the image index is reconciled with the engine's full image list.")
+	fs.StringVar(&o.CheckPinsFile, "check-pins-file", o.CheckPinsFile, "Validate this pins file as SIGHUP would read it, print the result and exit (0: valid; 1: each bad line named). Touches no running daemon.")
 	fs.BoolVar(&o.ShowVersion, "version", false, "Prints the version of cri-dockerd.")
 	fs.BoolVar(&o.ShowBuildInfo, "buildinfo", false, "Prints the build information about cri-dockerd.")
 	fs.BoolVarP(&o.ShowHelp, "help", "h", false, "Help for cri-dockerd.")
@@ -205,6 +209,10 @@ func (o *Options) Validate() error {
 	return errors.Join(errs...)
 }
 
+// pinStateDir is where, below --cri-dockerd-root-directory, pinning keeps the state
+// that must outlive the process (last good pin sources, pins file, preload).
+const pinStateDir = "pinning"
+
 // requestTimeout is the effective --runtime-request-timeout.
 func (o *Options) requestTimeout() time.Duration {
 	if o.RuntimeRequestTimeout == 0 {
@@ -221,6 +229,7 @@ func (o *Options) pinningConfig() pinning.Config {
 	c.LabelSelectors = o.PinnedImageLabels
 	c.PinsFile = o.PinnedImagesFile
 	c.MaxStaleness = o.PinSourceMaxStaleness
+	c.StateDir = filepath.Join(o.RootDirectory, pinStateDir)
 	return c
 }
 

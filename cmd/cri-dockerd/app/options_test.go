@@ -2,6 +2,8 @@ package app
 
 import (
 	"bytes"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -138,4 +140,18 @@ func TestMainPrintsAndRejects(t *testing.T) {
 	sock := "unix://" + t.TempDir() + "/none.sock"
 	assert.Equal(t, Main([]string{"--docker-endpoint", sock, "--container-runtime-endpoint", "unix://" + t.TempDir() + "/cri.sock"}, &out, &errOut), 1)
 	assert.Check(t, is.Contains(errOut.String(), "docker engine at "+sock))
+}
+
+func TestMainCheckPinsFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "pins")
+	assert.NilError(t, os.WriteFile(path, []byte("# base images\nbusybox:1.36\nregistry.k8s.io/*\n"), 0o600))
+	var out, errOut bytes.Buffer
+	assert.Equal(t, Main([]string{"--check-pins-file", path}, &out, &errOut), 0)
+	assert.Equal(t, out.String(), path+": valid, 2 patterns\n")
+
+	assert.NilError(t, os.WriteFile(path, []byte("busybox:1.36\nBad Line\n"), 0o600))
+	out.Reset()
+	assert.Equal(t, Main([]string{"--check-pins-file", path}, &out, &errOut), 1)
+	assert.Check(t, is.Contains(errOut.String(), "line 2"))
+	assert.Equal(t, out.String(), "")
 }

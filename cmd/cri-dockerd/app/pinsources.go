@@ -2,7 +2,6 @@ package app
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"strings"
 
@@ -15,7 +14,8 @@ import (
 // wellKnownContainerdSockets are tried, in order, when neither the flag nor /info names one.
 var wellKnownContainerdSockets = []string{"/run/containerd/containerd.sock", "/var/run/docker/containerd/containerd.sock"}
 
-// containerdPins decides whether the containerd record-label source runs. It returns
+// containerdPins decides whether the containerd record-label source runs: with "auto",
+// whenever the engine uses the containerd image store, answering or not. It returns
 // the source to register (a Disabled one saying why when it is off) and, when on, the
 // ContainerdSource itself (for keeping pins across pulls).
 func containerdPins(ctx context.Context, opts *Options, info docker.Info, log logrus.FieldLogger) (pinning.Source, *pinning.ContainerdSource) {
@@ -48,12 +48,11 @@ func containerdPins(ctx context.Context, opts *Options, info docker.Info, log lo
 		return off(err.Error())
 	}
 	if _, err := src.Snapshot(ctx); err != nil {
-		if mode == "auto" {
-			_ = src.Close()
-			log.WithError(err).Warn("containerd pin source off: containerd does not answer; set --pin-from-containerd-labels=true to use it anyway")
-			return off(fmt.Sprintf("containerd at %s did not answer at start-up: %v", addr, err))
-		}
-		log.WithError(err).Warn("containerd pin source on, but containerd does not answer yet")
+		// Not a reason to turn the source off: containerd may be restarting, or slow on
+		// a node booting under load. Its saved state answers meanwhile (or, on a node
+		// where it never answered, ListImages waits for it); the client reconnects.
+		log.WithError(err).Warn("containerd pin source on, but containerd does not answer yet; " +
+			"answering from its last saved pins until it does")
 	}
 	if mode == "true" && !info.ContainerdStore {
 		log.Warn("containerd pin source forced on, but the engine reports the classic image store: no records will match")

@@ -28,8 +28,9 @@ type imageLoader interface {
 }
 
 // preloadImages loads every image archive in dir, in name order, and returns what each
-// loaded. A tarball that fails to load is logged and skipped: one bad file must not
-// keep the runtime from starting. A missing directory preloads nothing.
+// loaded. A tarball that fails to load does not keep the runtime from starting; it
+// keeps pinning what it holds (its manifest, when readable; else pinning falls back to
+// what it loaded at an earlier start). A missing directory preloads nothing.
 func preloadImages(engine imageLoader, dir string, log logrus.FieldLogger) []pinning.Preloaded {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
@@ -46,11 +47,21 @@ func preloadImages(engine imageLoader, dir string, log logrus.FieldLogger) []pin
 		refs, err := loadArchive(engine, filepath.Join(dir, name))
 		entry := log.WithField("tarball", name).WithField("duration", time.Since(start).Round(time.Millisecond))
 		if err != nil {
-			entry.WithError(err).Error("preload: tarball not loaded; its images are not pinned")
+			failed := pinning.Preloaded{Tarball: name, Failed: err.Error()}
+			held, merr := archiveRefs(filepath.Join(dir, name))
+			if merr != nil {
+				entry.WithError(err).WithField("manifest_error", merr.Error()).
+					Error("preload: tarball not loaded and not readable; its pins are those of its last good load")
+			} else {
+				failed.Refs, failed.Origin = held, pinning.OriginManifest
+				entry.WithError(err).WithField("images", held).
+					Error("preload: tarball not loaded; the images its manifest names stay pinned")
+			}
+			out = append(out, failed)
 			continue
 		}
 		entry.WithField("images", refs).Info("preload: loaded and pinned")
-		out = append(out, pinning.Preloaded{Tarball: name, Refs: refs})
+		out = append(out, pinning.Preloaded{Tarball: name, Refs: refs, Origin: pinning.OriginLoaded})
 	}
 	return out
 }

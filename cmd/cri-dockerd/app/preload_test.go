@@ -1,13 +1,19 @@
 package app
 
 import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/sirupsen/logrus"
 	"gotest.tools/v3/assert"
+	is "gotest.tools/v3/assert/cmp"
 
 	"github.com/dockpin/cri-dockerd/core/docker"
 	"github.com/dockpin/cri-dockerd/core/docker/dockertest"
@@ -32,13 +38,84 @@ func TestPreloadImages(t *testing.T) {
 	log.SetOutput(io.Discard)
 
 	got := preloadImages(fake, dir, log)
-	assert.DeepEqual(t, got, []pinning.Preloaded{
-		{Tarball: "a.tar", Refs: []string{"a:1", "a:2"}},
-		{Tarball: "b.tar.gz", Refs: []string{"sha256:b"}},
+	assert.Equal(t, len(got), 3)
+	assert.DeepEqual(t, got[:2], []pinning.Preloaded{
+		{Tarball: "a.tar", Refs: []string{"a:1", "a:2"}, Origin: pinning.OriginLoaded},
+		{Tarball: "b.tar.gz", Refs: []string{"sha256:b"}, Origin: pinning.OriginLoaded},
 	})
+	assert.Equal(t, got[2].Tarball, "broken.tar")
+	assert.Check(t, got[2].Failed != "" && got[2].Refs == nil && got[2].Origin == "", "%+v", got[2])
 	imgs, err := fake.ListImages(t.Context())
 	assert.NilError(t, err)
 	assert.Equal(t, len(imgs), 2, "the images were loaded into the engine")
 
 	assert.Check(t, preloadImages(fake, filepath.Join(dir, "missing"), log) == nil)
+}
+
+// TestPreloadFailedLoadKeepsManifestRefs: an archive the engine cannot load (no space
+// left, say) still names its images in its manifest: they stay pinned.
+func TestPreloadFailedLoadKeepsManifestRefs(t *testing.T) {
+	dir := t.TempDir()
+	writeTar(t, filepath.Join(dir, "docker-save.tar.gz"), true, map[string]string{
+		"blobs/x":       "layer",
+		"manifest.json": `[{"Config":"c.json","RepoTags":["app:1","registry.local/app:1"],"Layers":[]}]`,
+	})
+	writeTar(t, filepath.Join(dir, "oci.tar"), false, map[string]string{
+		"index.json": `{"manifests":[{"annotations":{"io.containerd.image.name":"docker.io/library/db:2"}},` +
+			`{"annotations":{"org.opencontainers.image.ref.name":"latest"}},` +
+			`{"annotations":{"org.opencontainers.image.ref.name":"quay.io/x/y:3"}}]}`,
+	})
+	fake := dockertest.New() // it knows neither archive: both loads fail
+	got := preloadImages(fake, dir, quietLog())
+	const failed = "load images: invalid archive: invalid argument"
+	assert.DeepEqual(t, got, []pinning.Preloaded{
+		{Tarball: "docker-save.tar.gz", Refs: []string{"app:1", "registry.local/app:1"}, Failed: failed, Origin: pinning.OriginManifest},
+		{Tarball: "oci.tar", Refs: []string{"docker.io/library/db:2", "quay.io/x/y:3"}, Failed: failed, Origin: pinning.OriginManifest},
+	})
+}
+
+func TestArchiveRefsErrors(t *testing.T) {
+	dir := t.TempDir()
+	empty := filepath.Join(dir, "empty.tar")
+	writeTar(t, empty, false, map[string]string{"x": "y"})
+	_, err := archiveRefs(empty)
+	assert.Check(t, is.ErrorContains(err, "names no image"))
+	truncated := filepath.Join(dir, "truncated.tar")
+	writeTar(t, truncated, false, map[string]string{"manifest.json": `[{"RepoTags":["a:1"]}]`})
+	b, err := os.ReadFile(truncated)
+	assert.NilError(t, err)
+	assert.NilError(t, os.WriteFile(truncated, b[:520], 0o600))
+	_, err = archiveRefs(truncated)
+	assert.Check(t, err != nil)
+	_, err = archiveRefs(filepath.Join(dir, "missing.tar"))
+	assert.Check(t, err != nil)
+}
+
+// writeTar writes files (name -> content) as a tar archive, gzip-compressed with gz.
+func writeTar(t *testing.T, path string, gz bool, files map[string]string) {
+	t.Helper()
+	var buf bytes.Buffer
+	var w io.Writer = &buf
+	var zw *gzip.Writer
+	if gz {
+		zw = gzip.NewWriter(&buf)
+		w = zw
+	}
+	tw := tar.NewWriter(w)
+	for _, name := range slices.Sorted(maps.Keys(files)) {
+		assert.NilError(t, tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(files[name]))}))
+		_, err := tw.Write([]byte(files[name]))
+		assert.NilError(t, err)
+	}
+	assert.NilError(t, tw.Close())
+	if zw != nil {
+		assert.NilError(t, zw.Close())
+	}
+	assert.NilError(t, os.WriteFile(path, buf.Bytes(), 0o600))
+}
+
+func quietLog() *logrus.Logger {
+	l := logrus.New()
+	l.SetOutput(io.Discard)
+	return l
 }
