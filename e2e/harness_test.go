@@ -232,8 +232,10 @@ func startShim(t testing.TB, flags ...string) *shim {
 	s.cmd.Stdout, s.cmd.Stderr = logf, logf
 	assert.NilError(t, s.cmd.Start())
 	t.Cleanup(func() {
-		_ = s.cmd.Process.Signal(syscall.SIGTERM)
-		_ = s.cmd.Wait()
+		if s.cmd.ProcessState == nil {
+			_ = s.cmd.Process.Signal(syscall.SIGTERM)
+			_ = s.cmd.Wait()
+		}
 		_ = logf.Close()
 		if t.Failed() {
 			b, _ := os.ReadFile(s.logPath)
@@ -263,6 +265,23 @@ func lastLines(s string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
+}
+
+// stop stops the shim with SIGTERM and waits for it (the test's cleanup then does nothing).
+func (s *shim) stop(t testing.TB) {
+	t.Helper()
+	if s.cmd.ProcessState != nil {
+		return
+	}
+	assert.NilError(t, s.cmd.Process.Signal(syscall.SIGTERM))
+	_ = s.cmd.Wait()
+}
+
+// kill stops the shim with SIGKILL, as a crash would, and waits for it.
+func (s *shim) kill(t testing.TB) {
+	t.Helper()
+	assert.NilError(t, s.cmd.Process.Kill())
+	_ = s.cmd.Wait()
 }
 
 func (s *shim) signal(t testing.TB, sig syscall.Signal) {
@@ -337,4 +356,10 @@ func waitListPinned(t *testing.T, s *shim, id string, want bool) {
 		}
 		return poll.Success()
 	}, poll.WithTimeout(30*time.Second), poll.WithDelay(100*time.Millisecond))
+}
+
+// execOutput runs a command and returns its combined output.
+func execOutput(name string, args ...string) (string, error) {
+	out, err := exec.Command(name, args...).CombinedOutput()
+	return string(out), err
 }
