@@ -42,6 +42,7 @@ type Fake struct {
 	changed      chan struct{} // closed and replaced whenever a container or its log changes
 
 	attachHandler func(id string, opts docker.AttachOptions) error // set by SetAttachHandler (containers.go)
+	replyHooks    map[string]func(context.Context) error           // by method, set by SetReplyHook (hooks.go)
 }
 
 // subscriber is one open event stream.
@@ -263,7 +264,8 @@ func (f *Fake) check(ctx context.Context, method string) error {
 }
 
 // Ping implements docker.Client.
-func (f *Fake) Ping(ctx context.Context) error {
+func (f *Fake) Ping(ctx context.Context) (err error) {
+	defer f.replied(ctx, "Ping", &err)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.check(ctx, "Ping")
@@ -284,7 +286,8 @@ func (f *Fake) Info(ctx context.Context) (docker.Info, error) {
 }
 
 // ListImages implements docker.Client; images come sorted by ID.
-func (f *Fake) ListImages(ctx context.Context) ([]docker.Image, error) {
+func (f *Fake) ListImages(ctx context.Context) (_ []docker.Image, err error) {
+	defer f.replied(ctx, "ListImages", &err)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.check(ctx, "ListImages"); err != nil {
@@ -301,7 +304,8 @@ func (f *Fake) ListImages(ctx context.Context) ([]docker.Image, error) {
 }
 
 // InspectImage implements docker.Client.
-func (f *Fake) InspectImage(ctx context.Context, ref string) (docker.Image, error) {
+func (f *Fake) InspectImage(ctx context.Context, ref string) (_ docker.Image, err error) {
+	defer f.replied(ctx, "InspectImage", &err)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.check(ctx, "InspectImage"); err != nil {
@@ -391,7 +395,8 @@ func (f *Fake) Untag(tag string) error {
 }
 
 // ImageFsUsage implements docker.Client.
-func (f *Fake) ImageFsUsage(ctx context.Context) (docker.ImageFsUsage, error) {
+func (f *Fake) ImageFsUsage(ctx context.Context) (_ docker.ImageFsUsage, err error) {
+	defer f.replied(ctx, "ImageFsUsage", &err)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.check(ctx, "ImageFsUsage"); err != nil {
