@@ -2,6 +2,7 @@ package imagecache
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -30,18 +31,55 @@ type Config struct {
 	// FsUsageMaxAge is how old the image disk usage served by ImageFsInfo may get
 	// before it is recomputed in the background.
 	FsUsageMaxAge time.Duration
+	// CallTimeout bounds each engine call the cache makes on its own (the ping before
+	// subscribing, the full lists of fills and resyncs, the inspects behind events, disk
+	// usage recomputation), so that a hung engine cannot wedge it: the call fails, the
+	// cache answers from the engine and starts over. It must exceed the time the engine
+	// takes to list every image (seconds with the containerd store). Calls made for a
+	// request use the request's deadline instead; the event stream itself lives as long
+	// as its session.
+	CallTimeout time.Duration
 }
 
 // DefaultConfig returns the defaults.
 func DefaultConfig() Config {
-	return Config{ResyncInterval: 5 * time.Minute, RetryInterval: time.Second, EventReplay: 5 * time.Second, SettleDelay: time.Second, FsUsageMaxAge: time.Minute}
+	return Config{ResyncInterval: 5 * time.Minute, RetryInterval: time.Second, EventReplay: 5 * time.Second, SettleDelay: time.Second, FsUsageMaxAge: time.Minute, CallTimeout: 30 * time.Second}
+}
+
+// Validate reports values the cache cannot use; zero values mean the defaults
+// (EventReplay: no replay).
+func (c Config) Validate() error {
+	for name, d := range map[string]time.Duration{
+		"resync interval": c.ResyncInterval, "retry interval": c.RetryInterval, "event replay": c.EventReplay,
+		"settle delay": c.SettleDelay, "disk usage max age": c.FsUsageMaxAge, "call timeout": c.CallTimeout,
+	} {
+		if d < 0 {
+			return fmt.Errorf("image cache %s %s is negative: %w", name, d, cerrdefs.ErrInvalidArgument)
+		}
+	}
+	return nil
+}
+
+// withDefaults replaces zero and negative values (but a zero EventReplay) with the defaults.
+func (c Config) withDefaults() Config {
+	def := DefaultConfig()
+	for _, f := range []struct{ v, def *time.Duration }{
+		{&c.ResyncInterval, &def.ResyncInterval}, {&c.RetryInterval, &def.RetryInterval}, {&c.SettleDelay, &def.SettleDelay},
+		{&c.FsUsageMaxAge, &def.FsUsageMaxAge}, {&c.CallTimeout, &def.CallTimeout},
+	} {
+		if *f.v <= 0 {
+			*f.v = *f.def
+		}
+	}
+	c.EventReplay = max(c.EventReplay, 0)
+	return c
 }
 
 // state is where the cache is in its life.
 type state int
 
 const (
-	stateStarting state = iota // stream up, first fill under way: requests wait
+	stateStarting state = iota // first fill under way: requests go to the engine
 	stateLive                  // answering from the index
 	stateFallback              // stream down: requests go to the engine
 )
@@ -62,8 +100,7 @@ type Cache struct {
 	mu         sync.Mutex
 	runCtx     context.Context // Run's context, for background work; nil before Run
 	st         state
-	changed    chan struct{} // closed and replaced on every state change
-	reason     string        // why the cache is in fallback
+	reason     string // why the cache is in fallback
 	lastResync time.Time
 	resyncs    int
 	events     int
@@ -72,40 +109,30 @@ type Cache struct {
 
 var _ docker.Client = (*Cache)(nil)
 
-// New returns a cache over engine; call Run to fill it and keep it current.
+// New returns a cache over engine; call Run to fill it and keep it current. Until the
+// first fill is done requests go to the engine. Zero (or negative) fields of cfg take
+// the defaults; see Config.Validate.
 func New(engine docker.Client, cfg Config, log logrus.FieldLogger) *Cache {
-	return &Cache{Client: engine, cfg: cfg, log: logctx.OrDiscard(log), idx: newIndex(), st: stateStarting, changed: make(chan struct{})}
+	return &Cache{Client: engine, cfg: cfg.withDefaults(), log: logctx.OrDiscard(log), idx: newIndex(), st: stateStarting}
 }
 
 func (c *Cache) setState(st state, reason string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.st == st && c.reason == reason {
-		return
-	}
 	c.st, c.reason = st, reason
-	close(c.changed)
-	c.changed = make(chan struct{})
 }
 
-// live waits while the cache is starting and tells whether the index may answer.
-func (c *Cache) live(ctx context.Context) (bool, error) {
-	for {
-		c.mu.Lock()
-		st, changed := c.st, c.changed
-		c.mu.Unlock()
-		switch st {
-		case stateLive:
-			return true, nil
-		case stateFallback:
-			return false, nil
-		}
-		select {
-		case <-changed:
-		case <-ctx.Done():
-			return false, fmt.Errorf("waiting for the image cache to fill: %w", ctx.Err())
-		}
-	}
+// live tells whether the index may answer: never while starting or in fallback,
+// where requests go to the engine rather than wait for the index.
+func (c *Cache) live() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.st == stateLive
+}
+
+// bounded returns the context for one engine call the cache makes on its own.
+func (c *Cache) bounded(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, c.cfg.CallTimeout)
 }
 
 // Run fills the index and keeps it current until ctx ends, re-establishing the event
@@ -118,6 +145,9 @@ func (c *Cache) Run(ctx context.Context) {
 		err := c.session(ctx)
 		if ctx.Err() != nil {
 			return
+		}
+		if err == nil {
+			err = errors.New("image event stream ended")
 		}
 		c.setState(stateFallback, err.Error())
 		c.log.WithError(err).Warn("image cache: event stream lost; answering from the engine until it is back")
@@ -134,7 +164,10 @@ func (c *Cache) Run(ctx context.Context) {
 
 // session subscribes, fills the index, then applies events until the stream breaks.
 func (c *Cache) session(ctx context.Context) error {
-	if err := c.Ping(ctx); err != nil {
+	pctx, pcancel := c.bounded(ctx)
+	err := c.Ping(pctx)
+	pcancel()
+	if err != nil {
 		return err
 	}
 	sctx, cancel := context.WithCancel(ctx)
@@ -170,7 +203,12 @@ func (c *Cache) session(ctx context.Context) error {
 		select {
 		case ev, ok := <-events:
 			if !ok {
-				return <-errs
+				select {
+				case err := <-errs:
+					return err
+				case <-ctx.Done():
+					return ctx.Err()
+				}
 			}
 			if err := c.apply(sctx, ev); err != nil {
 				return err
@@ -188,12 +226,14 @@ func (c *Cache) session(ctx context.Context) error {
 	}
 }
 
-// resync replaces the index with the engine's full list.
+// resync replaces the index with the engine's full list, within CallTimeout.
 func (c *Cache) resync(ctx context.Context) error {
 	start := c.idx.mark()
+	ctx, cancel := c.bounded(ctx)
+	defer cancel()
 	imgs, err := c.Client.ListImages(ctx)
 	if err != nil {
-		return err
+		return fmt.Errorf("listing the engine's images: %w", err)
 	}
 	c.idx.replace(imgs, start)
 	c.mu.Lock()
@@ -204,7 +244,7 @@ func (c *Cache) resync(ctx context.Context) error {
 	return nil
 }
 
-// apply refreshes what an event names.
+// apply refreshes what an event names, within CallTimeout.
 func (c *Cache) apply(ctx context.Context, ev docker.ImageEvent) error {
 	c.mu.Lock()
 	c.events++
@@ -213,8 +253,10 @@ func (c *Cache) apply(ctx context.Context, ev docker.ImageEvent) error {
 	if ev.Action == "prune" {
 		return c.resync(ctx)
 	}
+	ctx, cancel := c.bounded(ctx)
+	defer cancel()
 	if _, err := c.refresh(ctx, ev.ID, true); err != nil && !cerrdefs.IsNotFound(err) {
-		return err
+		return fmt.Errorf("refreshing image %s after its %s event: %w", ev.ID, ev.Action, err)
 	}
 	return nil
 }

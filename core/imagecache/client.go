@@ -9,13 +9,9 @@ import (
 	"github.com/dockpin/cri-dockerd/core/docker"
 )
 
-// ListImages answers from the index when it is live, else from the engine.
+// ListImages answers from the index when it is live, else (starting, fallback) from the engine.
 func (c *Cache) ListImages(ctx context.Context) ([]docker.Image, error) {
-	live, err := c.live(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if !live {
+	if !c.live() {
 		return c.Client.ListImages(ctx)
 	}
 	return c.idx.list(), nil
@@ -24,11 +20,7 @@ func (c *Cache) ListImages(ctx context.Context) ([]docker.Image, error) {
 // InspectImage answers from the index when it has the image's details; otherwise it
 // asks the engine and remembers the answer.
 func (c *Cache) InspectImage(ctx context.Context, ref string) (docker.Image, error) {
-	live, err := c.live(ctx)
-	if err != nil {
-		return docker.Image{}, err
-	}
-	if !live {
+	if !c.live() {
 		return c.Client.InspectImage(ctx, ref)
 	}
 	if f, ok := c.idx.resolve(ref); ok {

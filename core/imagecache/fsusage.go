@@ -44,8 +44,11 @@ func (c *Cache) ImageFsUsage(ctx context.Context) (docker.ImageFsUsage, error) {
 	return c.fetchFsUsage(ctx)
 }
 
-func (c *Cache) refreshFsUsage(ctx context.Context) {
-	if _, err := c.fetchFsUsage(ctx); err != nil && ctx.Err() == nil {
+// refreshFsUsage recomputes the usage in the background, within CallTimeout.
+func (c *Cache) refreshFsUsage(runCtx context.Context) {
+	ctx, cancel := c.bounded(runCtx)
+	defer cancel()
+	if _, err := c.fetchFsUsage(ctx); err != nil && runCtx.Err() == nil {
 		c.log.WithError(err).Warn("image cache: could not recompute image disk usage; serving the last value")
 	}
 	c.fs.mu.Lock()
