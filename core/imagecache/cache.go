@@ -226,16 +226,21 @@ func (c *Cache) session(ctx context.Context) error {
 	}
 }
 
-// resync replaces the index with the engine's full list, within CallTimeout.
+// resync replaces the index with the engine's full list, within CallTimeout, keeping
+// what events applied while it was taken changed (see index).
 func (c *Cache) resync(ctx context.Context) error {
-	start := c.idx.mark()
+	start := c.idx.begin()
+	defer c.idx.end(start)
 	ctx, cancel := c.bounded(ctx)
 	defer cancel()
 	imgs, err := c.Client.ListImages(ctx)
 	if err != nil {
 		return fmt.Errorf("listing the engine's images: %w", err)
 	}
-	c.idx.replace(imgs, start)
+	if !c.idx.replace(imgs, start) {
+		c.log.Debug("image cache: a newer list was installed while this one was taken; dropped")
+		return nil
+	}
 	c.mu.Lock()
 	c.lastResync = time.Now()
 	c.resyncs++
@@ -255,7 +260,7 @@ func (c *Cache) apply(ctx context.Context, ev docker.ImageEvent) error {
 	}
 	ctx, cancel := c.bounded(ctx)
 	defer cancel()
-	if _, err := c.refresh(ctx, ev.ID, true); err != nil && !cerrdefs.IsNotFound(err) {
+	if _, err := c.refresh(ctx, ev.ID, true, write{event: true}); err != nil && !cerrdefs.IsNotFound(err) {
 		return fmt.Errorf("refreshing image %s after its %s event: %w", ev.ID, ev.Action, err)
 	}
 	return nil

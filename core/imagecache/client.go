@@ -29,7 +29,7 @@ func (c *Cache) InspectImage(ctx context.Context, ref string) (docker.Image, err
 		}
 		ref = f.id // known from the list only: fetch its details once
 	}
-	return c.refresh(ctx, ref, true)
+	return c.refreshFor(ctx, ref)
 }
 
 // PullImage pulls, then refreshes the pulled image so the next list shows it.
@@ -41,7 +41,7 @@ func (c *Cache) PullImage(ctx context.Context, ref string, opts docker.PullOptio
 	// NotFound: another client removed the image right after the pull. The pull still
 	// succeeded and the index now agrees with the engine; the caller's own lookup
 	// finds the image gone (core pulls again then).
-	if _, err := c.refresh(ctx, ref, true); err != nil && !cerrdefs.IsNotFound(err) {
+	if _, err := c.refreshFor(ctx, ref); err != nil && !cerrdefs.IsNotFound(err) {
 		return err
 	}
 	return nil
@@ -57,22 +57,30 @@ func (c *Cache) RemoveImage(ctx context.Context, ref string) error {
 		return err
 	}
 	c.imagesChanged()
-	if _, err := c.refresh(ctx, id, true); err != nil && !cerrdefs.IsNotFound(err) {
+	if _, err := c.refreshFor(ctx, id); err != nil && !cerrdefs.IsNotFound(err) {
 		return err
 	}
 	return nil
 }
 
+// refreshFor refreshes an image for a request: what the engine answers loses to
+// what events applied meanwhile wrote (see index).
+func (c *Cache) refreshFor(ctx context.Context, ref string) (docker.Image, error) {
+	start := c.idx.begin()
+	defer c.idx.end(start)
+	return c.refresh(ctx, ref, true, write{start: start})
+}
+
 // refresh re-reads one image (by ID or reference) from the engine into the index and
 // returns its inspect view; NotFound when it is gone. With cascade, images that lost
 // one of its references are refreshed too (the engine sends no event for them).
-func (c *Cache) refresh(ctx context.Context, ref string, cascade bool) (docker.Image, error) {
+func (c *Cache) refresh(ctx context.Context, ref string, cascade bool, w write) (docker.Image, error) {
 	insp, err := c.Client.InspectImage(ctx, ref)
 	if cerrdefs.IsNotFound(err) {
 		if strings.HasPrefix(ref, "sha256:") {
-			c.idx.remove(ref)
+			c.idx.remove(ref, w)
 		} else if f, ok := c.idx.resolve(ref); ok && cascade {
-			_, _ = c.refresh(ctx, f.id, false) // the reference is gone from the image that had it
+			_, _ = c.refresh(ctx, f.id, false, w) // the reference is gone from the image that had it
 		}
 		return insp, err
 	}
@@ -84,10 +92,10 @@ func (c *Cache) refresh(ctx context.Context, ref string, cascade bool) (docker.I
 	// brings the exact list.
 	listed := insp
 	listed.User = ""
-	touched := c.idx.upsert(&listed, insp)
+	touched, _ := c.idx.upsert(&listed, insp, w)
 	if cascade {
 		for _, id := range touched {
-			if _, err := c.refresh(ctx, id, false); err != nil && !cerrdefs.IsNotFound(err) {
+			if _, err := c.refresh(ctx, id, false, w); err != nil && !cerrdefs.IsNotFound(err) {
 				return insp, err
 			}
 		}

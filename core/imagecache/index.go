@@ -1,6 +1,7 @@
 package imagecache
 
 import (
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -16,20 +17,43 @@ type entry struct {
 	listed    *docker.Image
 	inspected *docker.Image
 	names     []string // normalised tags and digests of both views
-	seq       uint64   // index sequence number of the last change
+	seq       uint64   // the sequence number the views are as of (see index)
 }
 
-// index holds the images by ID. Changes carry a sequence number so that a full
-// replace built from a list taken at seq s keeps what changed after s.
+// write is where what is written to the index comes from. The event loop's writes
+// always apply: each follows the event it refreshes for, in the engine's order. A
+// read's (a full list, an inspect made for a request) started at sequence number
+// start, and the engine may have answered it before a change whose event the index
+// applied since; see index.
+type write struct {
+	event bool
+	start uint64 // from begin, when not event
+}
+
+// claim is the image a name was last written with, as of seq.
+type claim struct {
+	id  string
+	seq uint64
+}
+
+// index holds the images by ID. Its sequence number orders what is written to it: a
+// read takes one when it starts (begin), an event-loop write when it is applied. A
+// read that started at s loses to what the index holds as of a later number, for the
+// IDs (entries, removals) and the names (tags, digests) that write named, so that no
+// answer the engine gave before an applied event undoes it. Removals and claims are
+// kept only while a read that started before them is in flight (end).
 type index struct {
-	mu      sync.RWMutex
-	seq     uint64
-	byID    map[string]*entry
-	removed map[string]uint64 // IDs removed, and when, since the last replace
+	mu       sync.RWMutex
+	seq      uint64
+	byID     map[string]*entry
+	removed  map[string]uint64 // IDs removed, and as of when
+	claims   map[string]claim  // by normalised name: the image last written with it
+	inFlight map[uint64]int    // starts of the reads in flight
+	listedAt uint64            // start of the full list last installed
 }
 
 func newIndex() *index {
-	return &index{byID: map[string]*entry{}, removed: map[string]uint64{}}
+	return &index{byID: map[string]*entry{}, removed: map[string]uint64{}, claims: map[string]claim{}, inFlight: map[uint64]int{}}
 }
 
 func (x *index) len() int {
@@ -38,11 +62,81 @@ func (x *index) len() int {
 	return len(x.byID)
 }
 
-// mark returns the current sequence number (taken before a full list).
-func (x *index) mark() uint64 {
-	x.mu.RLock()
-	defer x.mu.RUnlock()
+// begin returns a new sequence number for a read about to ask the engine; call end
+// with it once its answer is written (or dropped).
+func (x *index) begin() uint64 {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.seq++
+	x.inFlight[x.seq]++
 	return x.seq
+}
+
+// end forgets a read started at start, and the removals and claims no read in flight
+// can lose to any more.
+func (x *index) end(start uint64) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.inFlight[start]--; x.inFlight[start] <= 0 {
+		delete(x.inFlight, start)
+	}
+	floor := x.seq // nothing in flight: every later read starts after all of them
+	for s := range x.inFlight {
+		floor = min(floor, s)
+	}
+	maps.DeleteFunc(x.removed, func(_ string, at uint64) bool { return at <= floor })
+	maps.DeleteFunc(x.claims, func(_ string, c claim) bool { return c.seq <= floor })
+}
+
+// stamp is the sequence number a write is as of. Caller holds mu.
+func (x *index) stamp(w write) uint64 {
+	if w.event {
+		x.seq++
+		return x.seq
+	}
+	return w.start
+}
+
+// newer tells whether the index holds what is newer than a read started at start
+// about the image with this ID. Caller holds mu.
+func (x *index) newer(id string, start uint64) bool {
+	if e, ok := x.byID[id]; ok && e.seq > start {
+		return true
+	}
+	return x.removed[id] > start
+}
+
+// strip returns img without the names written with another image after a read that
+// started at start (img itself when there is none). Caller holds mu.
+func (x *index) strip(img *docker.Image, start uint64) *docker.Image {
+	if img == nil {
+		return nil
+	}
+	moved := func(r string) bool {
+		c, ok := x.claims[normalise(r)]
+		return ok && c.seq > start && c.id != img.ID
+	}
+	if !slices.ContainsFunc(img.RepoTags, moved) && !slices.ContainsFunc(img.RepoDigests, moved) {
+		return img
+	}
+	cp := *img
+	cp.RepoTags = slices.DeleteFunc(slices.Clone(img.RepoTags), moved)
+	cp.RepoDigests = slices.DeleteFunc(slices.Clone(img.RepoDigests), moved)
+	return &cp
+}
+
+// put stores e under id and claims its names for the reads in flight. Caller holds mu.
+func (x *index) put(id string, e *entry) {
+	x.byID[id] = e
+	delete(x.removed, id)
+	if len(x.inFlight) == 0 {
+		return // every later read starts after this
+	}
+	for _, n := range e.names {
+		if c, ok := x.claims[n]; !ok || c.seq <= e.seq {
+			x.claims[n] = claim{id: id, seq: e.seq}
+		}
+	}
 }
 
 func newEntry(listed, inspected *docker.Image, seq uint64) *entry {
@@ -60,22 +154,27 @@ func newEntry(listed, inspected *docker.Image, seq uint64) *entry {
 	return e
 }
 
-// replace installs a full list taken when the sequence was start, keeping entries
-// changed or removed after start (they are newer than the list).
-func (x *index) replace(imgs []docker.Image, start uint64) {
+// replace installs a full list taken by a read started at start, keeping what the
+// index holds as of later (see index). It does nothing with a list older than the
+// one last installed, and tells whether it installed this one.
+func (x *index) replace(imgs []docker.Image, start uint64) bool {
 	x.mu.Lock()
 	defer x.mu.Unlock()
+	if start < x.listedAt {
+		return false
+	}
+	x.listedAt = start
 	next := make(map[string]*entry, len(imgs))
 	for i := range imgs {
-		img := &imgs[i]
-		if at, gone := x.removed[img.ID]; gone && at > start {
+		img := x.strip(&imgs[i], start)
+		if x.newer(img.ID, start) {
 			continue
 		}
 		var inspected *docker.Image
 		if old, ok := x.byID[img.ID]; ok && old.listed != nil && sameRefs(*old.listed, *img) {
-			inspected = old.inspected // unchanged: keep the details already fetched
+			inspected = x.strip(old.inspected, start) // unchanged: keep the details already fetched
 		}
-		next[img.ID] = newEntry(img, inspected, x.seq)
+		next[img.ID] = newEntry(img, inspected, start)
 	}
 	for id, e := range x.byID {
 		if e.seq > start {
@@ -83,7 +182,7 @@ func (x *index) replace(imgs []docker.Image, start uint64) {
 		}
 	}
 	x.byID = next
-	x.removed = map[string]uint64{}
+	return true
 }
 
 func sameRefs(a, b docker.Image) bool {
@@ -91,30 +190,38 @@ func sameRefs(a, b docker.Image) bool {
 }
 
 // upsert stores both views of one image and returns the IDs of other entries that
-// listed one of its tags or digests (they changed in the engine too).
-func (x *index) upsert(listed *docker.Image, inspected docker.Image) []string {
+// listed one of its tags or digests (they changed in the engine too); ok is false
+// when the index holds newer (see index) and nothing was written.
+func (x *index) upsert(listed *docker.Image, inspected docker.Image, w write) (touched []string, ok bool) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	x.seq++
-	e := newEntry(listed, &inspected, x.seq)
-	var touched []string
+	if !w.event {
+		if x.newer(inspected.ID, w.start) {
+			return nil, false
+		}
+		listed, inspected = x.strip(listed, w.start), *x.strip(&inspected, w.start)
+	}
+	e := newEntry(listed, &inspected, x.stamp(w))
 	for id, other := range x.byID {
 		if id != inspected.ID && slices.ContainsFunc(other.names, func(n string) bool { return slices.Contains(e.names, n) }) {
 			touched = append(touched, id)
 		}
 	}
-	x.byID[inspected.ID] = e
-	delete(x.removed, inspected.ID)
-	return touched
+	x.put(inspected.ID, e)
+	return touched, true
 }
 
-// remove drops the image with this ID.
-func (x *index) remove(id string) {
+// remove drops the image with this ID, unless the index holds newer (see index).
+func (x *index) remove(id string, w write) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	x.seq++
+	if !w.event && x.newer(id, w.start) {
+		return
+	}
 	delete(x.byID, id)
-	x.removed[id] = x.seq
+	if at := x.stamp(w); len(x.inFlight) > 0 {
+		x.removed[id] = at
+	}
 }
 
 // list returns a copy of every listed image.

@@ -1,0 +1,114 @@
+package imagecache
+
+import (
+	"testing"
+
+	"gotest.tools/v3/assert"
+
+	"github.com/dockpin/cri-dockerd/core/docker"
+)
+
+// What a read (list or request inspect) started before an event write brings loses to
+// that write, for the IDs and names it named; a read started after it wins.
+func TestIndexReadsLoseToNewerEventWrites(t *testing.T) {
+	event := write{event: true}
+	for _, tc := range []struct {
+		name  string
+		run   func(x *index) // the event writes made while the read is in flight
+		read  func(x *index, start uint64)
+		want  []docker.Image
+		after bool // the read starts after the event writes
+	}{
+		{
+			name: "list after delete",
+			run:  func(x *index) { x.remove(id(1), event) },
+			read: func(x *index, s uint64) { x.replace([]docker.Image{img(1, "a:1"), img(2, "b:1")}, s) },
+			want: []docker.Image{img(2, "b:1")},
+		},
+		{
+			name: "list after tag moved",
+			run:  func(x *index) { x.upsert(ptr(img(2, "b:1", "a:1")), img(2, "b:1", "a:1"), event) },
+			read: func(x *index, s uint64) { x.replace([]docker.Image{img(1, "a:1"), img(2, "b:1")}, s) },
+			want: []docker.Image{img(1), img(2, "b:1", "a:1")},
+		},
+		{
+			name: "inspect after delete",
+			run:  func(x *index) { x.remove(id(1), event) },
+			read: func(x *index, s uint64) { x.upsert(ptr(img(1, "a:1")), img(1, "a:1"), write{start: s}) },
+			want: []docker.Image{img(2, "b:1")},
+		},
+		{
+			name: "inspect after tag moved",
+			run:  func(x *index) { x.upsert(ptr(img(2, "b:1", "c:1")), img(2, "b:1", "c:1"), event) },
+			read: func(x *index, s uint64) { x.upsert(ptr(img(3, "c:1")), img(3, "c:1"), write{start: s}) },
+			want: []docker.Image{img(1, "a:1"), img(2, "b:1", "c:1"), img(3)},
+		},
+		{
+			name: "delete after inspect",
+			run:  func(x *index) { x.upsert(ptr(img(1, "a:2")), img(1, "a:2"), event) },
+			read: func(x *index, s uint64) { x.remove(id(1), write{start: s}) },
+			want: []docker.Image{img(1, "a:2"), img(2, "b:1")},
+		},
+		{
+			name:  "list started after the delete",
+			run:   func(x *index) { x.remove(id(1), event) },
+			read:  func(x *index, s uint64) { x.replace([]docker.Image{img(1, "a:1"), img(2, "b:1")}, s) },
+			want:  []docker.Image{img(1, "a:1"), img(2, "b:1")},
+			after: true,
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			x := newIndex()
+			s0 := x.begin()
+			x.replace([]docker.Image{img(1, "a:1"), img(2, "b:1")}, s0)
+			x.end(s0)
+			var start uint64
+			if !tc.after {
+				start = x.begin()
+			}
+			tc.run(x)
+			if tc.after {
+				start = x.begin()
+			}
+			tc.read(x, start)
+			x.end(start)
+			assert.DeepEqual(t, view(x.list()), view(tc.want))
+			assert.Equal(t, len(x.removed)+len(x.claims)+len(x.inFlight), 0, "nothing in flight: nothing to remember")
+		})
+	}
+}
+
+func ptr(i docker.Image) *docker.Image { return &i }
+
+// Of two lists taken concurrently, the older one, installed last, is dropped: it may
+// show images the newer one knows are gone.
+func TestIndexDropsAnOlderList(t *testing.T) {
+	x := newIndex()
+	older, newer := x.begin(), x.begin()
+	assert.Check(t, x.replace([]docker.Image{img(1, "a:1")}, newer))
+	assert.Check(t, !x.replace([]docker.Image{img(1, "a:1"), img(2, "b:1")}, older))
+	x.end(older)
+	x.end(newer)
+	assert.DeepEqual(t, view(x.list()), view([]docker.Image{img(1, "a:1")}))
+}
+
+// Event writes with no read in flight remember no removals or claims, and what reads
+// in flight need is forgotten once the oldest of them ends.
+func TestIndexRemembersOnlyForReadsInFlight(t *testing.T) {
+	x := newIndex()
+	event := write{event: true}
+	x.upsert(ptr(img(1, "a:1")), img(1, "a:1"), event)
+	x.remove(id(1), event)
+	assert.Equal(t, len(x.removed)+len(x.claims), 0)
+
+	first := x.begin()
+	x.upsert(ptr(img(2, "b:1")), img(2, "b:1"), event)
+	second := x.begin()
+	x.remove(id(2), event)
+	x.upsert(ptr(img(3, "c:1")), img(3, "c:1"), event)
+	x.end(second)
+	assert.Equal(t, len(x.removed), 1)
+	assert.Equal(t, len(x.claims), 2)
+	x.end(first)
+	assert.Equal(t, len(x.removed)+len(x.claims)+len(x.inFlight), 0)
+}
