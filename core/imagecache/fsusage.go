@@ -14,7 +14,8 @@ type fsUsage struct {
 	mu         sync.Mutex
 	val        docker.ImageFsUsage
 	at         time.Time // when val was computed; zero before the first answer
-	dirty      bool      // images changed since val was computed
+	changes    uint64    // image changes seen so far
+	valChanges uint64    // changes when val's computation started
 	refreshing bool
 	refreshes  int
 }
@@ -31,7 +32,7 @@ func (c *Cache) ImageFsUsage(ctx context.Context) (docker.ImageFsUsage, error) {
 	}
 	c.fs.mu.Lock()
 	have := !c.fs.at.IsZero()
-	stale := c.fs.dirty || time.Since(c.fs.at) >= c.cfg.FsUsageMaxAge
+	stale := c.fs.valChanges != c.fs.changes || time.Since(c.fs.at) >= c.cfg.FsUsageMaxAge
 	val := c.fs.val
 	if have && stale && !c.fs.refreshing {
 		c.fs.refreshing = true
@@ -56,21 +57,21 @@ func (c *Cache) refreshFsUsage(runCtx context.Context) {
 	c.fs.mu.Unlock()
 }
 
-// fetchFsUsage asks the engine and remembers the answer.
+// fetchFsUsage asks the engine and remembers the answer, unless one computed from a
+// later start is remembered already (it may count images this one does not).
 func (c *Cache) fetchFsUsage(ctx context.Context) (docker.ImageFsUsage, error) {
 	c.fs.mu.Lock()
-	c.fs.dirty = false // changes from now on make the new value stale again
+	changes := c.fs.changes // changes from now on make the new value stale again
 	c.fs.mu.Unlock()
 	val, err := c.Client.ImageFsUsage(ctx)
 	if err != nil {
-		c.fs.mu.Lock()
-		c.fs.dirty = true
-		c.fs.mu.Unlock()
-		return val, err
+		return val, err // what was stale stays stale: the next answer retries
 	}
 	c.fs.mu.Lock()
-	c.fs.val, c.fs.at = val, time.Now()
-	c.fs.refreshes++
+	if c.fs.at.IsZero() || changes >= c.fs.valChanges {
+		c.fs.val, c.fs.at, c.fs.valChanges = val, time.Now(), changes
+		c.fs.refreshes++
+	}
 	c.fs.mu.Unlock()
 	return val, nil
 }
@@ -78,6 +79,6 @@ func (c *Cache) fetchFsUsage(ctx context.Context) (docker.ImageFsUsage, error) {
 // imagesChanged marks the disk usage stale.
 func (c *Cache) imagesChanged() {
 	c.fs.mu.Lock()
-	c.fs.dirty = true
+	c.fs.changes++
 	c.fs.mu.Unlock()
 }

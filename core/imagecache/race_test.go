@@ -163,3 +163,40 @@ func TestCacheRequestInspectKeepsDeleteAppliedMeanwhile(t *testing.T) {
 	_, err := c.InspectImage(request(t), "a:1")
 	assert.ErrorContains(t, err, "no such image")
 }
+
+type slowKey struct{}
+
+// Of two disk usage computations, the one started before an applied image change and
+// answered last must not replace the later one, nor hide that the change is counted.
+func TestCacheDiskUsageOlderAnswerDoesNotReplaceNewer(t *testing.T) {
+	fake := dockertest.New()
+	fake.AddImage(img(100, "a:1"))
+	c := startCache(t, fake, fastConfig())
+	waitConsistent(t, c, fake)
+	reached, release := make(chan struct{}), make(chan struct{})
+	fake.SetReplyHook("ImageFsUsage", func(ctx context.Context) error {
+		if ctx.Value(slowKey{}) != nil {
+			close(reached)
+			<-release
+		}
+		return nil
+	})
+	slow := make(chan uint64, 1)
+	go func() {
+		got, err := c.ImageFsUsage(context.WithValue(request(t), slowKey{}, true))
+		assert.Check(t, err)
+		slow <- got.UsedBytes
+	}()
+	<-reached // it counted image 100 only
+	fake.AddImage(img(50, "b:1"))
+	waitConsistent(t, c, fake)
+	got, err := c.ImageFsUsage(request(t))
+	assert.NilError(t, err)
+	assert.Equal(t, got.UsedBytes, uint64(150))
+	close(release)
+	assert.Equal(t, <-slow, uint64(100), "the engine's answer when it was asked")
+
+	got, err = c.ImageFsUsage(request(t))
+	assert.NilError(t, err)
+	assert.Equal(t, got.UsedBytes, uint64(150))
+}
