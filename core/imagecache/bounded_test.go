@@ -70,6 +70,7 @@ func TestCacheEngineCallsHaveDeadlines(t *testing.T) {
 			fake.AddImage(img(1, "a:1"))
 			cfg := fastConfig()
 			cfg.CallTimeout = 100 * time.Millisecond
+			cfg.EventReplay = time.Hour        // every session replays image 1's events
 			reached := hold(fake, method, nil) // never released: hung
 			c := startCache(t, fake, cfg)
 			<-reached
