@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -233,7 +234,12 @@ func (f *Fake) SetInfo(info docker.Info) {
 }
 
 // InjectError makes method (e.g. "ListImages") fail with err until cleared with nil.
+// It panics when method is not a method of docker.Client, so that a misspelt name
+// fails the test instead of injecting nothing.
 func (f *Fake) InjectError(method string, err error) {
+	if !clientMethods()[method] {
+		panic(fmt.Sprintf("dockertest: InjectError(%q): docker.Client has no such method", method))
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err == nil {
@@ -242,6 +248,16 @@ func (f *Fake) InjectError(method string, err error) {
 	}
 	f.errs[method] = err
 }
+
+// clientMethods is the method set of docker.Client, for checking method names.
+var clientMethods = sync.OnceValue(func() map[string]bool {
+	t := reflect.TypeFor[docker.Client]()
+	names := make(map[string]bool, t.NumMethod())
+	for i := range t.NumMethod() {
+		names[t.Method(i).Name] = true
+	}
+	return names
+})
 
 // Pulls returns the options of every pull so far.
 func (f *Fake) Pulls() []docker.PullOptions {
