@@ -30,13 +30,23 @@ type fakeContainer struct {
 	sizeRw int64
 	// resizes are the TTY sizes applied to the main process (Attach) and its execs.
 	resizes []docker.TerminalSize
+	// stdin is what the main process read from attached stdins.
+	stdin strings.Builder
+	// logBreak, when set, breaks the next ContainerLogs call (BreakLogs).
+	logBreak *logBreak
 }
 
-// logLine is one line of a container's log.
+// logLine is one message of a container's log.
 type logLine struct {
 	stream string // "stdout" or "stderr"
-	line   string
+	data   string // as sent after the timestamp: a full line ends in a newline
 	time   time.Time
+}
+
+// logBreak is a broken log stream to come (see BreakLogs).
+type logBreak struct {
+	messages, bytes int
+	err             error
 }
 
 // CreateContainer implements docker.Client: the image must exist and the name be free.
@@ -256,7 +266,9 @@ func (f *Fake) SetExecHandler(h func(id string, opts docker.ExecOptions) (int, e
 // Exec implements docker.Client with the handler set by SetExecHandler. When ctx
 // ends before the handler returns, Exec returns ctx's error (the handler goes on).
 // With Tty, the sizes from opts.Resize are recorded (see Resizes) until Exec
-// returns; the handler gets a nil Resize.
+// returns, and the handler's Resize delivers each one once recorded; it is closed
+// when opts.Resize is, or Exec returns. Without Tty the handler gets a nil Resize.
+// Active("Exec") counts the call until it returns.
 func (f *Fake) Exec(ctx context.Context, id string, opts docker.ExecOptions) (int, error) {
 	f.mu.Lock()
 	c, err := f.checkedContainer(ctx, "Exec", "exec in container", id)
@@ -271,11 +283,11 @@ func (f *Fake) Exec(ctx context.Context, id string, opts docker.ExecOptions) (in
 	}
 	handler := f.execHandler
 	cid := c.details.ID
+	defer f.begin("Exec")()
 	f.mu.Unlock()
-	if opts.Tty && opts.Resize != nil {
-		defer f.recordResizes(ctx, c, opts.Resize)()
-	}
-	opts.Resize = nil
+	resize, stopResizes := f.forwardResizes(ctx, c, opts.Tty, opts.Resize)
+	defer stopResizes()
+	opts.Resize = resize
 	if handler == nil {
 		return 0, nil
 	}
@@ -299,8 +311,9 @@ func (f *Fake) Exec(ctx context.Context, id string, opts docker.ExecOptions) (in
 // SetAttachHandler makes Attach run h (nil restores the default: with both Stdin
 // and Stdout set, stdin is echoed to stdout until it ends; Attach also ends when
 // the container stops or is removed, or ctx ends). h runs without the fake's lock
-// held; it may read opts.Stdin and write to opts' writers. It gets a nil Resize:
-// the fake records the sizes itself (see Resizes).
+// held; it may read opts.Stdin (what it reads is recorded, see AttachedStdin) and
+// write to opts' writers. With Tty, its Resize delivers the sizes the fake recorded
+// (see Resizes), as for an exec handler.
 func (f *Fake) SetAttachHandler(h func(id string, opts docker.AttachOptions) error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -311,7 +324,7 @@ func (f *Fake) SetAttachHandler(h func(id string, opts docker.AttachOptions) err
 // running container: a missing one is NotFound, one not running FailedPrecondition.
 // When ctx ends before the handler returns, Attach returns ctx's error (the handler
 // goes on). With Tty, the sizes from opts.Resize are recorded (see Resizes) until
-// Attach returns.
+// Attach returns. Active("Attach") counts the call until it returns.
 func (f *Fake) Attach(ctx context.Context, id string, opts docker.AttachOptions) error {
 	op := "attach to container " + id
 	f.mu.Lock()
@@ -327,11 +340,14 @@ func (f *Fake) Attach(ctx context.Context, id string, opts docker.AttachOptions)
 	}
 	handler := f.attachHandler
 	cid := c.details.ID
+	defer f.begin("Attach")()
 	f.mu.Unlock()
-	if opts.Tty && opts.Resize != nil {
-		defer f.recordResizes(ctx, c, opts.Resize)()
+	resize, stopResizes := f.forwardResizes(ctx, c, opts.Tty, opts.Resize)
+	defer stopResizes()
+	opts.Resize = resize
+	if opts.Stdin != nil {
+		opts.Stdin = &stdinRecorder{f: f, c: c, r: opts.Stdin}
 	}
-	opts.Resize = nil
 
 	if handler == nil {
 		return f.echoUntilStopped(ctx, op, c, opts)
@@ -405,23 +421,42 @@ func (cw *closableWriter) close() {
 	cw.closed = true
 }
 
-// recordResizes records each size from sizes for container c until sizes is
-// closed, ctx ends or the returned stop is called; stop waits for the recording
-// to end, so every size received before it is recorded.
-func (f *Fake) recordResizes(ctx context.Context, c *fakeContainer, sizes <-chan docker.TerminalSize) (stop func()) {
+// forwardResizes starts recording the sizes from sizes for container c, when tty
+// and sizes are set, and returns the channel a handler gets them from: each size
+// once recorded, closed when sizes is closed (after the rest was delivered), ctx
+// ends or stop is called. stop waits for the recording to end, so every size
+// received before it is recorded, whether the handler read them or not. Caller
+// does not hold mu.
+func (f *Fake) forwardResizes(ctx context.Context, c *fakeContainer, tty bool, sizes <-chan docker.TerminalSize) (_ <-chan docker.TerminalSize, stop func()) {
+	if !tty || sizes == nil {
+		return nil, func() {}
+	}
+	out := make(chan docker.TerminalSize)
 	quit := make(chan struct{})
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		for {
+		defer close(out)
+		var queue []docker.TerminalSize // recorded, not yet delivered
+		in := sizes
+		for in != nil || len(queue) > 0 {
+			var deliver chan<- docker.TerminalSize // nil, never ready, with nothing to deliver
+			var next docker.TerminalSize
+			if len(queue) > 0 {
+				deliver, next = out, queue[0]
+			}
 			select {
-			case size, ok := <-sizes:
+			case size, ok := <-in:
 				if !ok {
-					return
+					in = nil
+					continue
 				}
 				f.mu.Lock()
 				c.resizes = append(c.resizes, size)
 				f.mu.Unlock()
+				queue = append(queue, size)
+			case deliver <- next:
+				queue = queue[1:]
 			case <-quit:
 				return
 			case <-ctx.Done():
@@ -429,7 +464,7 @@ func (f *Fake) recordResizes(ctx context.Context, c *fakeContainer, sizes <-chan
 			}
 		}
 	}()
-	return func() {
+	return out, func() {
 		close(quit)
 		<-done
 	}
@@ -447,36 +482,89 @@ func (f *Fake) Resizes(id string) []docker.TerminalSize {
 	return slices.Clone(c.resizes)
 }
 
-// AppendLog adds line to container id's log on stream ("stdout" or "stderr") at t;
-// it does nothing when there is no such container.
+// AppendLog adds line to container id's log on stream ("stdout" or "stderr") at t,
+// ending it with a newline if it has none; it does nothing when there is no such
+// container.
 func (f *Fake) AppendLog(id, stream, line string, t time.Time) {
+	f.AppendLogData(id, stream, strings.TrimSuffix(line, "\n")+"\n", t)
+}
+
+// AppendLogData adds one message to container id's log on stream at t, sent as data
+// is: without a final newline it is a partial line, as the engine sends a line cut
+// at its 16 KiB buffer or output that ends without one. It does nothing when there
+// is no such container.
+func (f *Fake) AppendLogData(id, stream, data string, t time.Time) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if c := f.container(id); c != nil {
-		c.logs = append(c.logs, logLine{stream: stream, line: line, time: t})
+		c.logs = append(c.logs, logLine{stream: stream, data: data, time: t})
 		f.notify()
 	}
 }
 
-// ContainerLogs implements docker.Client: the lines logged since opts.Since, each as
-// "<RFC 3339 nano time> <line>\n"; with Follow, new lines until the container stops
-// or is removed, or ctx ends.
+// SetLogChunkSize makes ContainerLogs write each message in pieces of at most n
+// bytes, as a stream arriving in small packets does (0, the default: one Write
+// per message).
+func (f *Fake) SetLogChunkSize(n int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.logChunk = n
+}
+
+// SetLogSinceIgnored makes ContainerLogs send every message whatever the Since it is
+// asked for, as an engine whose since filter is coarser than the caller's resume
+// point: the caller must drop what it already has.
+func (f *Fake) SetLogSinceIgnored(ignored bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.sinceIgnored = ignored
+}
+
+// BreakLogs makes the next ContainerLogs call for container id fail with err after
+// it sent messages messages and then the first bytes bytes of the next one, as a
+// connection to the engine breaking mid-stream (once; a call that ends before
+// reaching that message leaves the break for the next one). It does nothing when
+// there is no such container.
+func (f *Fake) BreakLogs(id string, messages, bytes int, err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if c := f.container(id); c != nil {
+		c.logBreak = &logBreak{messages: messages, bytes: bytes, err: err}
+	}
+}
+
+// LogsRequests returns the options of every ContainerLogs call made with ref (as
+// the caller passed it), failed calls included, in order; their writers are nil.
+func (f *Fake) LogsRequests(ref string) []docker.LogsOptions {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.logRequests[ref])
+}
+
+// ContainerLogs implements docker.Client: the messages logged since opts.Since, each
+// as "<RFC 3339 nano time> <message>"; with Follow, new ones until the container
+// stops or is removed, or ctx ends. Active("ContainerLogs") counts the call until
+// it returns.
 func (f *Fake) ContainerLogs(ctx context.Context, id string, opts docker.LogsOptions) error {
 	f.mu.Lock()
+	req := opts
+	req.Stdout, req.Stderr = nil, nil
+	f.logRequests[id] = append(f.logRequests[id], req)
 	c, err := f.checkedContainer(ctx, "ContainerLogs", "container logs", id)
 	if err != nil {
 		f.mu.Unlock()
 		return err
 	}
-	tty := c.spec.Tty
-	sent := 0
+	defer f.begin("ContainerLogs")()
+	w := &logWriter{f: f, c: c, opts: opts, tty: c.spec.Tty, chunk: f.logChunk, ignoreSince: f.sinceIgnored}
+	next := 0
 	for {
-		lines := slices.Clone(c.logs[sent:])
-		sent = len(c.logs)
+		lines := slices.Clone(c.logs[next:])
+		next = len(c.logs)
 		running := c.details.State == docker.StateRunning && f.containers[c.details.ID] == c
 		changed := f.changed
 		f.mu.Unlock()
-		if err := writeLogs(lines, tty, opts); err != nil {
+		if err := w.write(lines); err != nil {
 			return err
 		}
 		if !opts.Follow || !running {
@@ -491,22 +579,68 @@ func (f *Fake) ContainerLogs(ctx context.Context, id string, opts docker.LogsOpt
 	}
 }
 
-func writeLogs(lines []logLine, tty bool, opts docker.LogsOptions) error {
+// logWriter sends a container's log messages to one ContainerLogs caller.
+type logWriter struct {
+	f           *Fake
+	c           *fakeContainer
+	opts        docker.LogsOptions
+	tty         bool
+	chunk       int
+	ignoreSince bool
+	sent        int // messages sent
+}
+
+// write sends lines, or fails when the stream breaks (see BreakLogs).
+func (w *logWriter) write(lines []logLine) error {
 	for _, l := range lines {
-		if l.time.Before(opts.Since) {
+		if !w.ignoreSince && l.time.Before(w.opts.Since) {
 			continue
 		}
-		w := opts.Stdout
-		if l.stream == "stderr" && !tty {
-			w = opts.Stderr
+		dst := w.opts.Stdout
+		if l.stream == "stderr" && !w.tty {
+			dst = w.opts.Stderr
 		}
-		if w == nil {
+		if dst == nil {
 			continue
 		}
-		text := l.time.Format(time.RFC3339Nano) + " " + strings.TrimSuffix(l.line, "\n") + "\n"
-		if _, err := io.WriteString(w, text); err != nil {
+		text := l.time.Format(time.RFC3339Nano) + " " + l.data
+		if brk := w.takeBreak(); brk != nil {
+			if err := w.send(dst, text[:min(brk.bytes, len(text))]); err != nil {
+				return err
+			}
+			return brk.err
+		}
+		if err := w.send(dst, text); err != nil {
 			return err
 		}
+		w.sent++
+	}
+	return nil
+}
+
+// takeBreak returns the container's break when it is due now, and disarms it.
+func (w *logWriter) takeBreak() *logBreak {
+	w.f.mu.Lock()
+	defer w.f.mu.Unlock()
+	brk := w.c.logBreak
+	if brk == nil || brk.messages != w.sent {
+		return nil
+	}
+	w.c.logBreak = nil
+	return brk
+}
+
+// send writes text to dst in pieces of at most chunk bytes.
+func (w *logWriter) send(dst io.Writer, text string) error {
+	for text != "" {
+		n := len(text)
+		if w.chunk > 0 {
+			n = min(n, w.chunk)
+		}
+		if _, err := io.WriteString(dst, text[:n]); err != nil {
+			return err
+		}
+		text = text[n:]
 	}
 	return nil
 }
@@ -592,6 +726,62 @@ func (f *Fake) SetContainerState(id, state string, exitCode int) {
 	}
 	c.details.ExitCode = exitCode
 	f.notify()
+}
+
+// SetPid makes pid the host process of running container id's main process, for
+// tests that need a real process there (the fake makes pids up); it does nothing
+// when there is no such container or it is not running.
+func (f *Fake) SetPid(id string, pid int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if c := f.container(id); c != nil && c.details.State == docker.StateRunning {
+		c.details.Pid = pid
+	}
+}
+
+// Active returns how many calls of method (Exec, Attach or ContainerLogs, the calls
+// that last) the engine accepted and that have not returned yet.
+func (f *Fake) Active(method string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.active[method]
+}
+
+// begin counts an accepted call of method as active until the returned end is
+// called. Caller holds mu; end must be called without it.
+func (f *Fake) begin(method string) (end func()) {
+	f.active[method]++
+	return func() {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.active[method]--
+	}
+}
+
+// AttachedStdin returns what container id's main process read from the stdins of
+// Attach calls, in order ("" when there is no such container).
+func (f *Fake) AttachedStdin(id string) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if c := f.container(id); c != nil {
+		return c.stdin.String()
+	}
+	return ""
+}
+
+// stdinRecorder records what is read from an attached stdin as container c's input.
+type stdinRecorder struct {
+	f *Fake
+	c *fakeContainer
+	r io.Reader
+}
+
+func (s *stdinRecorder) Read(p []byte) (int, error) {
+	n, err := s.r.Read(p)
+	s.f.mu.Lock()
+	s.c.stdin.Write(p[:n])
+	s.f.mu.Unlock()
+	return n, err
 }
 
 // checkedContainer does what every container method does first, with f.mu held: the

@@ -14,6 +14,7 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 	"gotest.tools/v3/assert"
 	is "gotest.tools/v3/assert/cmp"
+	"gotest.tools/v3/poll"
 
 	"github.com/dockpin/cri-dockerd/core/docker"
 	"github.com/dockpin/cri-dockerd/core/docker/dockertest"
@@ -570,18 +571,23 @@ func TestAttach(t *testing.T) {
 		in, _ := io.ReadAll(opts.Stdin)
 		_, _ = fmt.Fprintf(opts.Stdout, "out:%s", in)
 		_, _ = io.WriteString(opts.Stderr, "warning")
-		if opts.Resize != nil {
-			return errors.New("the handler got the sizes")
+		for size := range opts.Resize { // until the caller's sizes end
+			_, _ = fmt.Fprintf(opts.Stdout, " %dx%d", size.Width, size.Height)
 		}
 		return nil
 	})
 	var stderr bytes.Buffer
 	stdout.Reset()
-	err = f.Attach(ctx, "c", docker.AttachOptions{Stdin: strings.NewReader("in"), Stdout: &stdout, Stderr: &stderr, Tty: true, Resize: make(chan docker.TerminalSize)})
+	sizes := make(chan docker.TerminalSize, 1)
+	sizes <- docker.TerminalSize{Width: 80, Height: 24}
+	close(sizes)
+	err = f.Attach(ctx, "c", docker.AttachOptions{Stdin: strings.NewReader("in"), Stdout: &stdout, Stderr: &stderr, Tty: true, Resize: sizes})
 	assert.NilError(t, err)
 	assert.Equal(t, gotID, id, "the handler gets the full ID")
-	assert.Equal(t, stdout.String(), "out:in")
+	assert.Equal(t, stdout.String(), "out:in 80x24", "the handler gets the recorded sizes")
 	assert.Equal(t, stderr.String(), "warning")
+	assert.Equal(t, f.AttachedStdin(id), "hello\nin", "what the process read from every attach")
+	assert.Equal(t, f.AttachedStdin("missing"), "")
 
 	f.SetAttachHandler(func(string, docker.AttachOptions) error { return errors.New("attach broke") })
 	assert.ErrorContains(t, f.Attach(ctx, id, docker.AttachOptions{Stdout: io.Discard}), "attach broke")
@@ -604,14 +610,18 @@ func TestAttach(t *testing.T) {
 }
 
 // attachInBackground runs Attach with opts and returns its result channel once the
-// fake has accepted the call (it counts it while finding the container running).
-func attachInBackground(f *dockertest.Fake, id string, opts docker.AttachOptions) <-chan error {
-	calls := f.Calls("Attach")
+// fake has accepted the call (found the container running).
+func attachInBackground(t *testing.T, f *dockertest.Fake, id string, opts docker.AttachOptions) <-chan error {
+	t.Helper()
+	active := f.Active("Attach")
 	done := make(chan error, 1)
 	go func() { done <- f.Attach(context.Background(), id, opts) }()
-	for deadline := time.Now().Add(10 * time.Second); f.Calls("Attach") == calls && time.Now().Before(deadline); {
-		time.Sleep(time.Millisecond)
-	}
+	poll.WaitOn(t, func(poll.LogT) poll.Result {
+		if f.Active("Attach") > active {
+			return poll.Success()
+		}
+		return poll.Continue("attach not accepted yet")
+	}, poll.WithTimeout(10*time.Second), poll.WithDelay(time.Millisecond))
 	return done
 }
 
@@ -625,8 +635,8 @@ func TestAttachEndsWhenContainerStops(t *testing.T) {
 	stdinR, stdinW := io.Pipe()
 	defer stdinW.Close()
 	var stdout bytes.Buffer
-	waiting := attachInBackground(f, id, docker.AttachOptions{Stdout: io.Discard, Stderr: io.Discard})
-	echoing := attachInBackground(f, id, docker.AttachOptions{Stdin: stdinR, Stdout: &stdout})
+	waiting := attachInBackground(t, f, id, docker.AttachOptions{Stdout: io.Discard, Stderr: io.Discard})
+	echoing := attachInBackground(t, f, id, docker.AttachOptions{Stdin: stdinR, Stdout: &stdout})
 	f.SetContainerState(id, docker.StateExited, 137)
 	for _, done := range []<-chan error{waiting, echoing} {
 		select {
@@ -642,7 +652,7 @@ func TestAttachEndsWhenContainerStops(t *testing.T) {
 	assert.Equal(t, stdout.Len(), 0)
 
 	assert.NilError(t, f.StartContainer(ctx, id))
-	removed := attachInBackground(f, id, docker.AttachOptions{Stdout: io.Discard})
+	removed := attachInBackground(t, f, id, docker.AttachOptions{Stdout: io.Discard})
 	assert.NilError(t, f.RemoveContainer(ctx, id))
 	select {
 	case err := <-removed:
@@ -652,12 +662,10 @@ func TestAttachEndsWhenContainerStops(t *testing.T) {
 	}
 }
 
-// waitForResizes waits until container id has n sizes recorded and returns them.
-func waitForResizes(f *dockertest.Fake, id string, n int) []docker.TerminalSize {
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
-		if got := f.Resizes(id); len(got) >= n || time.Now().After(deadline) {
-			return got
-		}
+// receive takes n sizes from a handler's Resize (recorded by then).
+func receive(sizes <-chan docker.TerminalSize, n int) {
+	for range n {
+		<-sizes
 	}
 }
 
@@ -670,12 +678,12 @@ func TestResizes(t *testing.T) {
 	assert.Assert(t, f.Resizes("missing") == nil)
 
 	// Attach and exec sizes are recorded in order while the call lasts.
-	f.SetAttachHandler(func(id string, _ docker.AttachOptions) error {
-		waitForResizes(f, id, 2)
+	f.SetAttachHandler(func(_ string, opts docker.AttachOptions) error {
+		receive(opts.Resize, 2)
 		return nil
 	})
-	f.SetExecHandler(func(id string, _ docker.ExecOptions) (int, error) {
-		waitForResizes(f, id, 3)
+	f.SetExecHandler(func(_ string, opts docker.ExecOptions) (int, error) {
+		receive(opts.Resize, 1)
 		return 0, nil
 	})
 	sizes := make(chan docker.TerminalSize)

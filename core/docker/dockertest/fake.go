@@ -44,6 +44,10 @@ type Fake struct {
 
 	attachHandler func(id string, opts docker.AttachOptions) error // set by SetAttachHandler (containers.go)
 	replyHooks    map[string]func(context.Context) error           // by method, set by SetReplyHook (hooks.go)
+	active        map[string]int                                   // calls under way per method (Active)
+	logRequests   map[string][]docker.LogsOptions                  // ContainerLogs calls per container reference
+	logChunk      int                                              // SetLogChunkSize
+	sinceIgnored  bool                                             // SetLogSinceIgnored
 }
 
 // subscriber is one open event stream.
@@ -69,8 +73,10 @@ func New() *Fake {
 		},
 		version: docker.Version{Version: "29.8.1", APIVersion: "1.51", NegotiatedAPIVersion: "1.51"},
 
-		containers: map[string]*fakeContainer{},
-		changed:    make(chan struct{}),
+		containers:  map[string]*fakeContainer{},
+		changed:     make(chan struct{}),
+		active:      map[string]int{},
+		logRequests: map[string][]docker.LogsOptions{},
 	}
 }
 
