@@ -50,7 +50,7 @@ func TestConfigValidate(t *testing.T) {
 }
 
 func TestNewListensOnLoopbackByDefault(t *testing.T) {
-	s, err := New(Config{}, newFakeEngine(), testLogger(t))
+	s, err := New(Config{}, newEngine(t), testLogger(t))
 	assert.NilError(t, err)
 	t.Cleanup(func() { assert.NilError(t, s.Close()) })
 	host, port, err := net.SplitHostPort(s.Addr())
@@ -58,10 +58,10 @@ func TestNewListensOnLoopbackByDefault(t *testing.T) {
 	assert.Check(t, is.Equal(host, "127.0.0.1"))
 	assert.Check(t, port != "0")
 
-	_, err = New(Config{Addr: "localhost"}, newFakeEngine(), testLogger(t))
+	_, err = New(Config{Addr: "localhost"}, newEngine(t), testLogger(t))
 	assert.Assert(t, errors.Is(err, cerrdefs.ErrInvalidArgument), "got %v", err)
 	// A taken port fails at New, not later at Serve.
-	_, err = New(Config{Addr: s.Addr()}, newFakeEngine(), testLogger(t))
+	_, err = New(Config{Addr: s.Addr()}, newEngine(t), testLogger(t))
 	assert.ErrorContains(t, err, "listen on "+s.Addr())
 }
 

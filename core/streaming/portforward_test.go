@@ -140,9 +140,9 @@ func forward(t *testing.T, r *runtime, sandbox string, port int, send string) (s
 func TestPortForwardHostNetwork(t *testing.T) {
 	port, err := listenAnswers(t, "127.0.0.1:0", "host")
 	assert.NilError(t, err)
-	engine := newFakeEngine()
+	engine := newEngine(t)
 	// A host-network sandbox shares the shim's network namespace: the test's own.
-	engine.add("hostnet", docker.StateRunning, os.Getpid())
+	addContainer(t, engine, "hostnet", docker.StateRunning, os.Getpid())
 	r := testRuntime(t, engine)
 
 	got, err := forward(t, r, "hostnet", port, "ping")
@@ -164,8 +164,8 @@ func TestPortForwardPodClosesFirst(t *testing.T) {
 		_, _ = io.WriteString(c, "bye")
 		_ = c.Close()
 	}()
-	engine := newFakeEngine()
-	engine.add("hostnet", docker.StateRunning, os.Getpid())
+	engine := newEngine(t)
+	addContainer(t, engine, "hostnet", docker.StateRunning, os.Getpid())
 	r := testRuntime(t, engine)
 
 	fromClientR, fromClientW := io.Pipe()
@@ -190,10 +190,10 @@ func TestPortForwardErrors(t *testing.T) {
 		assert.NilError(t, ln.Close())
 		return p
 	}()
-	engine := newFakeEngine()
-	engine.add("hostnet", docker.StateRunning, os.Getpid())
-	engine.add("stopped", docker.StateExited, 0)
-	engine.add("vanished", docker.StateRunning, 1<<30) // no such process
+	engine := newEngine(t)
+	addContainer(t, engine, "hostnet", docker.StateRunning, os.Getpid())
+	addContainer(t, engine, "stopped", docker.StateExited, 0)
+	addContainer(t, engine, "vanished", docker.StateRunning, 1<<30) // no such process
 	r := testRuntime(t, engine)
 
 	tests := []struct {
@@ -228,8 +228,8 @@ func TestPortForwardPodNetns(t *testing.T) {
 	if _, err := listenAnswers(t, net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), "host"); err != nil {
 		t.Logf("port %d is taken on the host: %v", port, err)
 	}
-	engine := newFakeEngine()
-	engine.add("pod", docker.StateRunning, pid)
+	engine := newEngine(t)
+	addContainer(t, engine, "pod", docker.StateRunning, pid)
 	r := testRuntime(t, engine)
 	before := threadNetns(t)
 

@@ -51,9 +51,9 @@ func (s *sink) isClosed() bool {
 }
 
 func TestExec(t *testing.T) {
-	engine := newFakeEngine()
-	engine.add("c1", docker.StateRunning, 1)
-	engine.add("stopped", docker.StateExited, 0)
+	engine := newEngine(t)
+	addContainer(t, engine, "c1", docker.StateRunning, 1)
+	addContainer(t, engine, "stopped", docker.StateExited, 0)
 	r := testRuntime(t, engine)
 
 	tests := []struct {
@@ -104,14 +104,14 @@ func TestExec(t *testing.T) {
 			}
 		})
 	}
-	assert.Equal(t, engine.inFlight(), 0)
+	assert.Equal(t, engine.Active("Exec"), 0)
 }
 
 // TestExecResize checks that the library's terminal sizes reach the engine in order,
 // and that the forwarding ends with the exec.
 func TestExecResize(t *testing.T) {
-	engine := newFakeEngine()
-	engine.add("c1", docker.StateRunning, 1)
+	engine := newEngine(t)
+	addContainer(t, engine, "c1", docker.StateRunning, 1)
 	r := testRuntime(t, engine)
 
 	resize := make(chan remotecommand.TerminalSize)
@@ -125,7 +125,7 @@ func TestExecResize(t *testing.T) {
 	close(resize) // the client's resize stream ended: the engine's channel closes too
 	assert.NilError(t, <-done)
 	assert.Equal(t, out.String(), "80x24\n120x40\n1x65535\n")
-	assert.DeepEqual(t, engine.sizes("c1"), []docker.TerminalSize{{Width: 80, Height: 24}, {Width: 120, Height: 40}, {Width: 1, Height: 65535}})
+	assert.DeepEqual(t, engine.Resizes("c1"), []docker.TerminalSize{{Width: 80, Height: 24}, {Width: 120, Height: 40}, {Width: 1, Height: 65535}})
 }
 
 func TestTranslateResizeStops(t *testing.T) {
@@ -143,8 +143,8 @@ func TestTranslateResizeStops(t *testing.T) {
 }
 
 func TestAttach(t *testing.T) {
-	engine := newFakeEngine()
-	engine.add("c1", docker.StateRunning, 1)
+	engine := newEngine(t)
+	addContainer(t, engine, "c1", docker.StateRunning, 1)
 	r := testRuntime(t, engine)
 
 	t.Run("tty with stdin and resize", func(t *testing.T) {
@@ -158,8 +158,8 @@ func TestAttach(t *testing.T) {
 		close(resize)
 		assert.NilError(t, <-done)
 		assert.Equal(t, out.String(), "attached to c1\nls\n")
-		assert.Equal(t, engine.stdin("c1"), "ls\n")
-		assert.DeepEqual(t, engine.sizes("c1"), []docker.TerminalSize{{Width: 100, Height: 30}})
+		assert.Equal(t, engine.AttachedStdin("c1"), "ls\n")
+		assert.DeepEqual(t, engine.Resizes("c1"), []docker.TerminalSize{{Width: 100, Height: 30}})
 		assert.Assert(t, out.isClosed())
 	})
 	t.Run("output only", func(t *testing.T) {

@@ -165,8 +165,8 @@ func (rc remoteCommand) run(t *testing.T, streamURL string) commandResult {
 }
 
 func TestServerExec(t *testing.T) {
-	engine := newFakeEngine()
-	engine.add("c1", docker.StateRunning, 1)
+	engine := newEngine(t)
+	addContainer(t, engine, "c1", docker.StateRunning, 1)
 	s := newTestServer(t, engine)
 
 	tests := []struct {
@@ -225,14 +225,14 @@ func TestServerExec(t *testing.T) {
 			assert.Check(t, is.Equal(code, tc.wantCode))
 		})
 	}
-	assert.DeepEqual(t, engine.sizes("c1"), []docker.TerminalSize{{Width: 80, Height: 24}, {Width: 132, Height: 43}})
+	assert.DeepEqual(t, engine.Resizes("c1"), []docker.TerminalSize{{Width: 80, Height: 24}, {Width: 132, Height: 43}})
 
 	t.Run("engine error", func(t *testing.T) {
 		resp, err := s.GetExec(&runtimeapi.ExecRequest{ContainerId: "gone", Cmd: []string{"echo"}, Stdout: true})
 		assert.NilError(t, err)
 		res := remoteCommand{stdout: true}.run(t, resp.GetUrl())
 		_, err = res.status.exitCode()
-		assert.ErrorContains(t, err, "no such container gone")
+		assert.ErrorContains(t, err, "no such container: gone")
 	})
 	t.Run("url is single use", func(t *testing.T) {
 		resp, err := s.GetExec(&runtimeapi.ExecRequest{ContainerId: "c1", Cmd: []string{"echo"}, Stdout: true})
@@ -244,8 +244,8 @@ func TestServerExec(t *testing.T) {
 }
 
 func TestServerAttach(t *testing.T) {
-	engine := newFakeEngine()
-	engine.add("c1", docker.StateRunning, 1)
+	engine := newEngine(t)
+	addContainer(t, engine, "c1", docker.StateRunning, 1)
 	s := newTestServer(t, engine)
 
 	resp, err := s.GetAttach(&runtimeapi.AttachRequest{ContainerId: "c1", Stdin: true, Stdout: true, Tty: true})
@@ -253,15 +253,15 @@ func TestServerAttach(t *testing.T) {
 	res := remoteCommand{stdin: "exit\n", stdout: true, tty: true, sizes: []remotecommand.TerminalSize{{Width: 90, Height: 30}}}.run(t, resp.GetUrl())
 	assert.Check(t, is.Equal(res.stdout, "attached to c1\nexit\n"))
 	assert.Check(t, is.Equal(res.status.Status, "Success"), "%+v", res.status)
-	assert.Check(t, is.Equal(engine.stdin("c1"), "exit\n"))
-	assert.Check(t, is.DeepEqual(engine.sizes("c1"), []docker.TerminalSize{{Width: 90, Height: 30}}))
+	assert.Check(t, is.Equal(engine.AttachedStdin("c1"), "exit\n"))
+	assert.Check(t, is.DeepEqual(engine.Resizes("c1"), []docker.TerminalSize{{Width: 90, Height: 30}}))
 }
 
 func TestServerPortForward(t *testing.T) {
 	port, err := listenAnswers(t, "127.0.0.1:0", "host")
 	assert.NilError(t, err)
-	engine := newFakeEngine()
-	engine.add("hostnet", docker.StateRunning, os.Getpid())
+	engine := newEngine(t)
+	addContainer(t, engine, "hostnet", docker.StateRunning, os.Getpid())
 	s := newTestServer(t, engine)
 
 	resp, err := s.GetPortForward(&runtimeapi.PortForwardRequest{PodSandboxId: "hostnet", Port: []int32{int32(port)}})
@@ -307,8 +307,8 @@ func TestServerPortForward(t *testing.T) {
 // TestServerClose checks that Close ends a running exec (its context is cancelled),
 // closes its connection, stops accepting and makes Serve return.
 func TestServerClose(t *testing.T) {
-	engine := newFakeEngine()
-	engine.add("c1", docker.StateRunning, 1)
+	engine := newEngine(t)
+	addContainer(t, engine, "c1", docker.StateRunning, 1)
 	s, err := New(Config{}, engine, testLogger(t))
 	assert.NilError(t, err)
 	served := make(chan error, 1)
@@ -321,7 +321,7 @@ func TestServerClose(t *testing.T) {
 	createStream(t, conn, remotecommand.StreamType, remotecommand.StreamTypeError)
 	createStream(t, conn, remotecommand.StreamType, remotecommand.StreamTypeStdout)
 	poll.WaitOn(t, func(poll.LogT) poll.Result {
-		if engine.inFlight() == 1 {
+		if engine.Active("Exec") == 1 {
 			return poll.Success()
 		}
 		return poll.Continue("exec not running yet")
@@ -329,7 +329,7 @@ func TestServerClose(t *testing.T) {
 
 	assert.NilError(t, s.Close())
 	assert.NilError(t, <-served)
-	assert.Equal(t, engine.inFlight(), 0, "Close waits for running streams")
+	assert.Equal(t, engine.Active("Exec"), 0, "Close waits for running streams")
 	select {
 	case <-conn.CloseChan():
 	case <-time.After(10 * time.Second):
@@ -346,7 +346,7 @@ func TestServerClose(t *testing.T) {
 }
 
 func TestCloseWithoutServe(t *testing.T) {
-	s, err := New(Config{Addr: "127.0.0.1"}, newFakeEngine(), nil)
+	s, err := New(Config{Addr: "127.0.0.1"}, newEngine(t), nil)
 	assert.NilError(t, err)
 	assert.NilError(t, s.Close())
 	assert.NilError(t, s.Serve())
@@ -355,7 +355,7 @@ func TestCloseWithoutServe(t *testing.T) {
 }
 
 func TestServerRejectsBadRequests(t *testing.T) {
-	s := newTestServer(t, newFakeEngine())
+	s := newTestServer(t, newEngine(t))
 	_, err := s.GetExec(&runtimeapi.ExecRequest{ContainerId: "c1", Cmd: []string{"sh"}, Tty: true, Stdout: true, Stderr: true})
 	assert.ErrorContains(t, err, "tty and stderr")
 	_, err = s.GetPortForward(&runtimeapi.PortForwardRequest{})
@@ -368,8 +368,8 @@ func TestServerRejectsBadRequests(t *testing.T) {
 
 // TestServerStreamsInParallel runs several execs at once (for the race detector).
 func TestServerStreamsInParallel(t *testing.T) {
-	engine := newFakeEngine()
-	engine.add("c1", docker.StateRunning, 1)
+	engine := newEngine(t)
+	addContainer(t, engine, "c1", docker.StateRunning, 1)
 	s := newTestServer(t, engine)
 	var wg sync.WaitGroup
 	for i := range 8 {

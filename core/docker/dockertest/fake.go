@@ -6,11 +6,14 @@ package dockertest
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"maps"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -78,6 +81,18 @@ func New() *Fake {
 		active:      map[string]int{},
 		logRequests: map[string][]docker.LogsOptions{},
 	}
+}
+
+// ImageID returns a valid image ID ("sha256:" and 64 hex digits) made from n;
+// distinct n give distinct IDs.
+func ImageID(n int) string {
+	sum := sha256.Sum256([]byte(strconv.Itoa(n)))
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// Image returns a test image: ID ImageID(n), tagged tags, of 1000+n bytes.
+func Image(n int, tags ...string) docker.Image {
+	return docker.Image{ID: ImageID(n), RepoTags: tags, Size: int64(1000 + n)}
 }
 
 // AddImage stores img (replacing an image with the same ID) and moves its tags to it.
