@@ -4,10 +4,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,6 +14,7 @@ import (
 	"gotest.tools/v3/poll"
 
 	"github.com/dockpin/cri-dockerd/core/docker"
+	"github.com/dockpin/cri-dockerd/core/docker/dockertest"
 )
 
 // base is the time the test containers log from.
@@ -156,10 +155,10 @@ func waitLines(t *testing.T, path string, n int) {
 	}, poll.WithTimeout(5*time.Second), poll.WithDelay(5*time.Millisecond))
 }
 
-// --- a fake engine --------------------------------------------------------------
+// --- the engine -------------------------------------------------------------------
 
-// fakeMsg is one message of a container's engine log.
-type fakeMsg struct {
+// logMsg is one message of a container's engine log.
+type logMsg struct {
 	ts     time.Time
 	stream string
 	// line is the content as the engine sends it after "<timestamp> ", normally
@@ -167,131 +166,39 @@ type fakeMsg struct {
 	line string
 }
 
-type fakeContainer struct {
-	msgs     []fakeMsg
-	finished bool
-	// failAfter, when positive, makes the next call fail (once) after sending that
-	// many messages, first sending failMidBytes bytes of the next message.
-	failAfter    int
-	failMidBytes int
-	// since records the Since of every call.
-	since []time.Time
-}
-
-// fakeEngine is a stateful Source: containers hold timestamped messages per stream;
-// following blocks for new messages until the container is finished or ctx ends.
-type fakeEngine struct {
-	// chunk, when positive, cuts what is sent into Writes of chunk bytes.
-	chunk int
-	// ignoreSince sends every message regardless of Since (an engine with coarser
-	// since filtering).
-	ignoreSince bool
-
-	mu         sync.Mutex
-	changed    chan struct{}
-	containers map[string]*fakeContainer
-}
-
-func newFakeEngine() *fakeEngine {
-	return &fakeEngine{changed: make(chan struct{}), containers: map[string]*fakeContainer{}}
-}
-
-// update changes a container (creating it) and wakes followers.
-func (e *fakeEngine) update(id string, fn func(c *fakeContainer)) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	c := e.containers[id]
-	if c == nil {
-		c = &fakeContainer{}
-		e.containers[id] = c
-	}
-	fn(c)
-	close(e.changed)
-	e.changed = make(chan struct{})
-}
-
-func (e *fakeEngine) add(id string, msgs ...fakeMsg) {
-	e.update(id, func(c *fakeContainer) { c.msgs = append(c.msgs, msgs...) })
-}
-
-func (e *fakeEngine) finish(id string) {
-	e.update(id, func(c *fakeContainer) { c.finished = true })
-}
-
-func (e *fakeEngine) remove(id string) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	delete(e.containers, id)
-	close(e.changed)
-	e.changed = make(chan struct{})
-}
-
-func (e *fakeEngine) sinces(id string) []time.Time {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return append([]time.Time(nil), e.containers[id].since...)
-}
-
 var errEngineDown = fmt.Errorf("engine connection reset: %w", errdefs.ErrUnavailable)
 
-func (e *fakeEngine) ContainerLogs(ctx context.Context, id string, opts docker.LogsOptions) error {
-	next, sent := 0, 0
-	first := true
-	for {
-		e.mu.Lock()
-		c := e.containers[id]
-		if c == nil {
-			e.mu.Unlock()
-			return fmt.Errorf("no such container %s: %w", id, errdefs.ErrNotFound)
-		}
-		if first {
-			c.since = append(c.since, opts.Since)
-			first = false
-		}
-		batch := c.msgs[next:]
-		next = len(c.msgs)
-		finished, changed := c.finished, e.changed
-		failAfter, failMid := c.failAfter, c.failMidBytes
-		e.mu.Unlock()
+// newEngine returns a fake engine holding the image "busybox".
+func newEngine() *dockertest.Fake {
+	e := dockertest.New()
+	e.AddImage(dockertest.Image(1, "busybox:latest"))
+	return e
+}
 
-		for _, m := range batch {
-			if !e.ignoreSince && m.ts.Before(opts.Since) {
-				continue
-			}
-			data := []byte(engineTime(m.ts) + " " + m.line)
-			w := opts.Stdout
-			if m.stream == streamStderr {
-				w = opts.Stderr
-			}
-			if failAfter > 0 && sent == failAfter {
-				e.update(id, func(c *fakeContainer) { c.failAfter, c.failMidBytes = 0, 0 })
-				e.send(w, data[:min(failMid, len(data))])
-				return errEngineDown
-			}
-			e.send(w, data)
-			sent++
-		}
-		if finished {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-changed:
-		}
+// addLogs adds msgs to the log of container name, which runs (created when missing).
+func addLogs(t *testing.T, e *dockertest.Fake, name string, msgs ...logMsg) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := e.InspectContainer(ctx, name); errdefs.IsNotFound(err) {
+		id, err := e.CreateContainer(ctx, docker.ContainerSpec{Name: name, Image: "busybox"})
+		assert.NilError(t, err)
+		assert.NilError(t, e.StartContainer(ctx, id))
+	}
+	for _, m := range msgs {
+		e.AppendLogData(name, m.stream, m.line, m.ts)
 	}
 }
 
-func (e *fakeEngine) send(w io.Writer, data []byte) {
-	if e.chunk <= 0 {
-		if len(data) > 0 {
-			_, _ = w.Write(data)
-		}
-		return
+// finish makes container name exit: its log ends.
+func finish(e *dockertest.Fake, name string) {
+	e.SetContainerState(name, docker.StateExited, 0)
+}
+
+// sinces returns the Since of every log request for container name.
+func sinces(e *dockertest.Fake, name string) []time.Time {
+	var out []time.Time
+	for _, r := range e.LogsRequests(name) {
+		out = append(out, r.Since)
 	}
-	for len(data) > 0 {
-		n := min(e.chunk, len(data))
-		_, _ = w.Write(data[:n])
-		data = data[n:]
-	}
+	return out
 }

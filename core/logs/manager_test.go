@@ -10,7 +10,6 @@ import (
 	"runtime/pprof"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,6 +19,7 @@ import (
 	"gotest.tools/v3/poll"
 
 	"github.com/dockpin/cri-dockerd/core/docker"
+	"github.com/dockpin/cri-dockerd/core/docker/dockertest"
 )
 
 func testLogger(t *testing.T) logrus.FieldLogger {
@@ -63,12 +63,12 @@ func TestManagerCopiesLog(t *testing.T) {
 	tests := []struct {
 		name    string
 		maxLine int
-		msgs    []fakeMsg
+		msgs    []logMsg
 		want    string
 	}{
 		{
 			name: "stdout and stderr lines",
-			msgs: []fakeMsg{
+			msgs: []logMsg{
 				{at(1), "stdout", "out one\n"},
 				{at(2), "stderr", "err one\n"},
 				{at(time.Second), "stdout", "out two\n"},
@@ -79,7 +79,7 @@ func TestManagerCopiesLog(t *testing.T) {
 		},
 		{
 			name: "long line split at the default maximum",
-			msgs: []fakeMsg{{at(1), "stdout", big + "\n"}},
+			msgs: []logMsg{{at(1), "stdout", big + "\n"}},
 			want: crLine(at(1), "stdout", "P", big[:16384]) +
 				crLine(at(1), "stdout", "P", big[:16384]) +
 				crLine(at(1), "stdout", "F", big[:40000-2*16384]),
@@ -87,14 +87,14 @@ func TestManagerCopiesLog(t *testing.T) {
 		{
 			name:    "long line split at a configured maximum",
 			maxLine: 10,
-			msgs:    []fakeMsg{{at(1), "stderr", "0123456789abcdefghij!\n"}},
+			msgs:    []logMsg{{at(1), "stderr", "0123456789abcdefghij!\n"}},
 			want: crLine(at(1), "stderr", "P", "0123456789") +
 				crLine(at(1), "stderr", "P", "abcdefghij") +
 				crLine(at(1), "stderr", "F", "!"),
 		},
 		{
 			name: "line the engine cut into partial messages",
-			msgs: []fakeMsg{
+			msgs: []logMsg{
 				{at(1), "stdout", big[:engineChunkLen]},
 				{at(2), "stdout", big[:engineChunkLen]},
 				{at(3), "stdout", "end\n"},
@@ -105,7 +105,7 @@ func TestManagerCopiesLog(t *testing.T) {
 		},
 		{
 			name: "engine cut a line and logged the other stream in between",
-			msgs: []fakeMsg{
+			msgs: []logMsg{
 				{at(1), "stdout", big[:engineChunkLen]},
 				{at(2), "stderr", "err\n"},
 				{at(3), "stdout", "tail\n"},
@@ -116,7 +116,7 @@ func TestManagerCopiesLog(t *testing.T) {
 		},
 		{
 			name: "missing newline at the end",
-			msgs: []fakeMsg{
+			msgs: []logMsg{
 				{at(1), "stdout", "line\n"},
 				{at(2), "stderr", "no newline"},
 				{at(3), "stdout", "prompt$ "},
@@ -129,10 +129,10 @@ func TestManagerCopiesLog(t *testing.T) {
 	for _, tc := range tests {
 		for _, chunk := range []int{0, 1, 7} {
 			t.Run(fmt.Sprintf("%s/writes of %d bytes", tc.name, chunk), func(t *testing.T) {
-				e := newFakeEngine()
-				e.chunk = chunk
-				e.add("c1", tc.msgs...)
-				e.finish("c1")
+				e := newEngine()
+				e.SetLogChunkSize(chunk)
+				addLogs(t, e, "c1", tc.msgs...)
+				finish(e, "c1")
 				m := newTestManager(t, e, Config{MaxLineSize: tc.maxLine})
 				path := filepath.Join(t.TempDir(), "0.log")
 
@@ -170,34 +170,34 @@ func currentUmask() os.FileMode {
 }
 
 func TestManagerFollows(t *testing.T) {
-	e := newFakeEngine()
-	e.add("c1", fakeMsg{at(1), "stdout", "first\n"})
+	e := newEngine()
+	addLogs(t, e, "c1", logMsg{at(1), "stdout", "first\n"})
 	m := newTestManager(t, e, Config{})
 	path := filepath.Join(t.TempDir(), "0.log")
 	assert.NilError(t, m.Start(context.Background(), "c1", path))
 	waitLines(t, path, 1)
 
-	e.add("c1", fakeMsg{at(2), "stderr", "second\n"})
+	addLogs(t, e, "c1", logMsg{at(2), "stderr", "second\n"})
 	waitLines(t, path, 2)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
 	assert.ErrorIs(t, m.Wait(ctx, "c1"), context.DeadlineExceeded, "still following")
 
-	e.add("c1", fakeMsg{at(3), "stdout", "third\n"})
-	e.finish("c1")
+	addLogs(t, e, "c1", logMsg{at(3), "stdout", "third\n"})
+	finish(e, "c1")
 	waitDone(t, m, "c1")
 	assert.DeepEqual(t, logical(readCRI(t, path)), []string{"stdout first", "stderr second", "stdout third"})
 }
 
 func TestManagerResume(t *testing.T) {
 	sec := time.Second
-	before := []fakeMsg{
+	before := []logMsg{
 		{at(100 * time.Millisecond), "stdout", "one\n"},
 		{at(200 * time.Millisecond), "stderr", "two\n"},
 		// Same second as the next ones, different nanoseconds.
 		{at(sec + 100), "stdout", "three\n"},
 	}
-	after := []fakeMsg{
+	after := []logMsg{
 		{at(sec + 200), "stdout", "four\n"},
 		{at(sec + 300), "stderr", "five\n"},
 		{at(2 * sec), "stdout", "six\n"},
@@ -205,24 +205,24 @@ func TestManagerResume(t *testing.T) {
 	want := []string{"stdout one", "stderr two", "stdout three", "stdout four", "stderr five", "stdout six"}
 	for _, ignoreSince := range []bool{false, true} {
 		t.Run(fmt.Sprintf("engine ignores since %v", ignoreSince), func(t *testing.T) {
-			e := newFakeEngine()
-			e.ignoreSince = ignoreSince
+			e := newEngine()
+			e.SetLogSinceIgnored(ignoreSince)
 			path := filepath.Join(t.TempDir(), "0.log")
-			e.add("c1", before...)
+			addLogs(t, e, "c1", before...)
 
 			m1 := NewManager(e, Config{}, testLogger(t))
 			assert.NilError(t, m1.Start(context.Background(), "c1", path))
 			waitLines(t, path, len(before))
 			m1.Close()
 
-			e.add("c1", after...)
-			e.finish("c1")
+			addLogs(t, e, "c1", after...)
+			finish(e, "c1")
 			m2 := newTestManager(t, e, Config{})
 			assert.NilError(t, m2.Start(context.Background(), "c1", path))
 			waitDone(t, m2, "c1")
 
 			assert.DeepEqual(t, logical(readCRI(t, path)), want)
-			sinces := e.sinces("c1")
+			sinces := sinces(e, "c1")
 			assert.Equal(t, len(sinces), 2)
 			assert.Assert(t, sinces[0].IsZero())
 			assert.Assert(t, sinces[1].Equal(at(sec+100)), "resumed since %s", sinces[1])
@@ -236,47 +236,47 @@ func TestManagerResumeFile(t *testing.T) {
 		name string
 		// file is what the CRI log holds when the shim starts.
 		file string
-		msgs []fakeMsg
+		msgs []logMsg
 		want string
 	}{
 		{
 			name: "line cut after a partial chunk",
 			file: crLine(t1, "stdout", "F", "a") + crLine(t2, "stdout", "P", "0123456789"),
-			msgs: []fakeMsg{{t1, "stdout", "a\n"}, {t2, "stdout", "0123456789abcdefghij!\n"}, {t3, "stdout", "b\n"}},
+			msgs: []logMsg{{t1, "stdout", "a\n"}, {t2, "stdout", "0123456789abcdefghij!\n"}, {t3, "stdout", "b\n"}},
 			want: crLine(t1, "stdout", "F", "a") + crLine(t2, "stdout", "P", "0123456789") +
 				crLine(t2, "stdout", "P", "abcdefghij") + crLine(t2, "stdout", "F", "!") + crLine(t3, "stdout", "F", "b"),
 		},
 		{
 			name: "partial line whose rest never came",
 			file: crLine(t1, "stderr", "P", "prompt$ "),
-			msgs: []fakeMsg{{t1, "stderr", "prompt$ "}, {t2, "stdout", "later\n"}},
+			msgs: []logMsg{{t1, "stderr", "prompt$ "}, {t2, "stdout", "later\n"}},
 			want: crLine(t1, "stderr", "P", "prompt$ ") + crLine(t2, "stdout", "F", "later"),
 		},
 		{
 			name: "partial line completed by a newline only",
 			file: crLine(t1, "stderr", "P", "prompt$ "),
-			msgs: []fakeMsg{{t1, "stderr", "prompt$ \n"}},
+			msgs: []logMsg{{t1, "stderr", "prompt$ \n"}},
 			want: crLine(t1, "stderr", "P", "prompt$ ") + crLine(t1, "stderr", "F", ""),
 		},
 		{
 			name: "incomplete last line is dropped and written again",
 			file: crLine(t1, "stdout", "F", "a") + crLine(t2, "stdout", "F", "b")[:20],
-			msgs: []fakeMsg{{t1, "stdout", "a\n"}, {t2, "stdout", "b\n"}},
+			msgs: []logMsg{{t1, "stdout", "a\n"}, {t2, "stdout", "b\n"}},
 			want: crLine(t1, "stdout", "F", "a") + crLine(t2, "stdout", "F", "b"),
 		},
 		{
 			name: "empty file",
 			file: "",
-			msgs: []fakeMsg{{t1, "stdout", "a\n"}},
+			msgs: []logMsg{{t1, "stdout", "a\n"}},
 			want: crLine(t1, "stdout", "F", "a"),
 		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			e := newFakeEngine()
-			e.ignoreSince = true
-			e.add("c1", tc.msgs...)
-			e.finish("c1")
+			e := newEngine()
+			e.SetLogSinceIgnored(true)
+			addLogs(t, e, "c1", tc.msgs...)
+			finish(e, "c1")
 			path := filepath.Join(t.TempDir(), "0.log")
 			assert.NilError(t, os.WriteFile(path, []byte(tc.file), 0o640))
 
@@ -292,9 +292,9 @@ func TestManagerResumeFile(t *testing.T) {
 func TestManagerResumeAfterRotation(t *testing.T) {
 	// The shim restarts after kubelet rotated the log and before anything was written
 	// to the new file: the rotated file tells where to resume.
-	e := newFakeEngine()
-	e.add("c1", fakeMsg{at(1), "stdout", "old\n"}, fakeMsg{at(2), "stdout", "new\n"})
-	e.finish("c1")
+	e := newEngine()
+	addLogs(t, e, "c1", logMsg{at(1), "stdout", "old\n"}, logMsg{at(2), "stdout", "new\n"})
+	finish(e, "c1")
 	dir := t.TempDir()
 	path := filepath.Join(dir, "0.log")
 	rotated := crLine(at(1), "stdout", "F", "old")
@@ -309,10 +309,10 @@ func TestManagerResumeAfterRotation(t *testing.T) {
 }
 
 func TestManagerReopen(t *testing.T) {
-	e := newFakeEngine()
+	e := newEngine()
 	m := newTestManager(t, e, Config{})
 	path := filepath.Join(t.TempDir(), "0.log")
-	e.add("c1", fakeMsg{at(1), "stdout", "a\n"}, fakeMsg{at(2), "stderr", "b\n"})
+	addLogs(t, e, "c1", logMsg{at(1), "stdout", "a\n"}, logMsg{at(2), "stderr", "b\n"})
 	assert.NilError(t, m.Start(context.Background(), "c1", path))
 	waitLines(t, path, 2)
 
@@ -320,8 +320,8 @@ func TestManagerReopen(t *testing.T) {
 	rotated := path + ".20240501-100000"
 	assert.NilError(t, os.Rename(path, rotated))
 	assert.NilError(t, m.Reopen("c1"))
-	e.add("c1", fakeMsg{at(3), "stdout", "c\n"}, fakeMsg{at(4), "stdout", "d\n"})
-	e.finish("c1")
+	addLogs(t, e, "c1", logMsg{at(3), "stdout", "c\n"}, logMsg{at(4), "stdout", "d\n"})
+	finish(e, "c1")
 	waitDone(t, m, "c1")
 
 	assert.DeepEqual(t, logical(readCRI(t, rotated)), []string{"stdout a", "stderr b"})
@@ -333,7 +333,7 @@ func TestManagerReopen(t *testing.T) {
 }
 
 func TestManagerRetry(t *testing.T) {
-	msgs := []fakeMsg{
+	msgs := []logMsg{
 		{at(1), "stdout", "one\n"},
 		{at(2), "stderr", "two\n"},
 		{at(3), "stdout", "0123456789abcdefghij!\n"},
@@ -358,79 +358,70 @@ func TestManagerRetry(t *testing.T) {
 	for _, tc := range tests {
 		for _, ignoreSince := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/ignore since %v", tc.name, ignoreSince), func(t *testing.T) {
-				e := newFakeEngine()
-				e.ignoreSince = ignoreSince
-				e.add("c1", msgs...)
-				e.update("c1", func(c *fakeContainer) { c.failAfter, c.failMidBytes = tc.failAfter, tc.failMid })
-				e.finish("c1")
+				e := newEngine()
+				e.SetLogSinceIgnored(ignoreSince)
+				addLogs(t, e, "c1", msgs...)
+				e.BreakLogs("c1", tc.failAfter, tc.failMid, errEngineDown)
+				finish(e, "c1")
 				m := newTestManager(t, e, Config{MaxLineSize: 10})
 				path := filepath.Join(t.TempDir(), "0.log")
 				assert.NilError(t, m.Start(context.Background(), "c1", path))
 				waitDone(t, m, "c1")
 				assert.Equal(t, readFile(t, path), want)
-				assert.Equal(t, len(e.sinces("c1")), 2, "one retry")
+				assert.Equal(t, len(sinces(e, "c1")), 2, "one retry")
 			})
 		}
 	}
 }
 
-// failingSource fails until told otherwise.
-type failingSource struct {
-	mu    sync.Mutex
-	calls int
-}
-
-func (s *failingSource) ContainerLogs(context.Context, string, docker.LogsOptions) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.calls++
-	return errEngineDown
-}
-
-func (s *failingSource) count() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.calls
-}
-
-func TestManagerRetriesWhileEngineDown(t *testing.T) {
-	src := &failingSource{}
-	m := newTestManager(t, src, Config{RetryInitial: time.Millisecond, RetryMax: 4 * time.Millisecond})
-	path := filepath.Join(t.TempDir(), "0.log")
-	assert.NilError(t, m.Start(context.Background(), "c1", path))
+// waitRequests waits until the engine got at least n log requests for container name.
+func waitRequests(t *testing.T, e *dockertest.Fake, name string, n int) {
+	t.Helper()
 	poll.WaitOn(t, func(poll.LogT) poll.Result {
-		if n := src.count(); n < 5 {
-			return poll.Continue("%d calls", n)
+		if got := len(e.LogsRequests(name)); got < n {
+			return poll.Continue("%d requests", got)
 		}
 		return poll.Success()
 	}, poll.WithTimeout(5*time.Second), poll.WithDelay(time.Millisecond))
+}
+
+func TestManagerRetriesWhileEngineDown(t *testing.T) {
+	e := newEngine()
+	e.InjectError("ContainerLogs", errEngineDown)
+	m := newTestManager(t, e, Config{RetryInitial: time.Millisecond, RetryMax: 4 * time.Millisecond})
+	dir := t.TempDir()
+	assert.NilError(t, m.Start(context.Background(), "c1", filepath.Join(dir, "c1.log")))
+	waitRequests(t, e, "c1", 5)
 	// Reopen works while retrying.
 	assert.NilError(t, m.Reopen("c1"))
 	m.Stop("c1")
-	n := src.count()
-	time.Sleep(20 * time.Millisecond)
-	assert.Equal(t, src.count(), n, "no retries after Stop")
+	n := len(e.LogsRequests("c1"))
+	// A witness retrying on the same schedule: by its fifth request a copier of c1
+	// still retrying (at its longest wait) would have asked again too.
+	assert.NilError(t, m.Start(context.Background(), "witness", filepath.Join(dir, "witness.log")))
+	waitRequests(t, e, "witness", 5)
+	assert.Equal(t, len(e.LogsRequests("c1")), n, "no retries after Stop")
 }
 
 func TestManagerContainerGone(t *testing.T) {
-	e := newFakeEngine()
-	e.add("c1", fakeMsg{at(1), "stdout", "a\n"})
+	e := newEngine()
+	addLogs(t, e, "c1", logMsg{at(1), "stdout", "a\n"})
 	m := newTestManager(t, e, Config{})
 	path := filepath.Join(t.TempDir(), "0.log")
 	assert.NilError(t, m.Start(context.Background(), "c1", path))
 	waitLines(t, path, 1)
-	e.remove("c1")
+	assert.NilError(t, e.RemoveContainer(context.Background(), "c1"))
 	waitDone(t, m, "c1")
 }
 
 func TestManagerStopAndClose(t *testing.T) {
 	before := runtime.NumGoroutine()
-	e := newFakeEngine()
+	e := newEngine()
 	m := NewManager(e, Config{}, testLogger(t))
 	dir := t.TempDir()
 	for i := range 3 {
 		id := fmt.Sprintf("c%d", i)
-		e.add(id, fakeMsg{at(1), "stdout", "a\n"}, fakeMsg{at(2), "stdout", "half a line"})
+		addLogs(t, e, id, logMsg{at(1), "stdout", "a\n"}, logMsg{at(2), "stdout", "half a line"})
 		assert.NilError(t, m.Start(context.Background(), id, filepath.Join(dir, id+".log")))
 		waitLines(t, filepath.Join(dir, id+".log"), 1)
 	}
@@ -444,43 +435,57 @@ func TestManagerStopAndClose(t *testing.T) {
 	m.Stop("c0") // twice is fine
 	m.Stop("never started")
 
-	// Wait returns when the copier is stopped (FailedPrecondition), or NotFound when
-	// it only looked after Close.
+	// Wait, waiting for a copier (it has found it once it asks for its context's
+	// Done), returns FailedPrecondition when Close stops it.
+	waiting := &doneSignal{Context: context.Background(), called: make(chan struct{})}
 	waitErr := make(chan error, 1)
-	go func() { waitErr <- m.Wait(context.Background(), "c1") }()
-	time.Sleep(10 * time.Millisecond)
+	go func() { waitErr <- m.Wait(waiting, "c1") }()
+	<-waiting.called
 	m.Close()
 	err := <-waitErr
-	assert.Assert(t, errdefs.IsFailedPrecondition(err) || errdefs.IsNotFound(err), "%v", err)
+	assert.Assert(t, errdefs.IsFailedPrecondition(err), "%v", err)
 	assert.Assert(t, errdefs.IsFailedPrecondition(m.Start(context.Background(), "c9", filepath.Join(dir, "c9.log"))))
 
-	// No goroutine of the copiers is left (checked here, not in a poll goroutine).
-	deadline := time.Now().Add(5 * time.Second)
-	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
-	if n := runtime.NumGoroutine(); n > before {
-		var b strings.Builder
-		_ = pprof.Lookup("goroutine").WriteTo(&b, 1)
-		t.Fatalf("%d goroutines, %d before:\n%s", n, before, b.String())
-	}
+	// No goroutine of the copiers is left; the poll's check runs in a goroutine of
+	// its own, which it counts.
+	poll.WaitOn(t, func(poll.LogT) poll.Result {
+		if n := runtime.NumGoroutine() - 1; n > before {
+			var b strings.Builder
+			_ = pprof.Lookup("goroutine").WriteTo(&b, 1)
+			return poll.Continue("%d goroutines, %d before:\n%s", n, before, b.String())
+		}
+		return poll.Success()
+	}, poll.WithTimeout(5*time.Second), poll.WithDelay(5*time.Millisecond))
+}
+
+// doneSignal is a context that closes called when its Done is first asked for: the
+// code under test has got as far as waiting on it.
+type doneSignal struct {
+	context.Context
+	once   sync.Once
+	called chan struct{}
+}
+
+func (c *doneSignal) Done() <-chan struct{} {
+	c.once.Do(func() { close(c.called) })
+	return c.Context.Done()
 }
 
 func TestManagerStart(t *testing.T) {
-	e := newFakeEngine()
+	e := newEngine()
 	m := newTestManager(t, e, Config{})
 	dir := t.TempDir()
 	path := filepath.Join(dir, "0.log")
-	e.add("c1", fakeMsg{at(1), "stdout", "a\n"})
+	addLogs(t, e, "c1", logMsg{at(1), "stdout", "a\n"})
 
 	assert.NilError(t, m.Start(context.Background(), "c1", path))
 	waitLines(t, path, 1)
 	// Starting again is a no-op: no second copier, no duplicate lines.
 	assert.NilError(t, m.Start(context.Background(), "c1", path))
-	e.add("c1", fakeMsg{at(2), "stdout", "b\n"})
-	e.finish("c1")
+	addLogs(t, e, "c1", logMsg{at(2), "stdout", "b\n"})
+	finish(e, "c1")
 	waitDone(t, m, "c1")
-	assert.Equal(t, len(e.sinces("c1")), 1)
+	assert.Equal(t, len(sinces(e, "c1")), 1)
 
 	// Starting a finished copier copies what was logged since, once.
 	assert.NilError(t, m.Start(context.Background(), "c1", path))
@@ -496,15 +501,15 @@ func TestManagerStart(t *testing.T) {
 }
 
 func TestManagerCopierOutlivesStartContext(t *testing.T) {
-	e := newFakeEngine()
+	e := newEngine()
 	m := newTestManager(t, e, Config{})
 	path := filepath.Join(t.TempDir(), "0.log")
-	e.update("c1", func(*fakeContainer) {}) // running, nothing logged yet
+	addLogs(t, e, "c1") // running, nothing logged yet
 	ctx, cancel := context.WithCancel(context.Background())
 	assert.NilError(t, m.Start(ctx, "c1", path))
 	cancel()
-	e.add("c1", fakeMsg{at(1), "stdout", "after the request\n"})
-	e.finish("c1")
+	addLogs(t, e, "c1", logMsg{at(1), "stdout", "after the request\n"})
+	finish(e, "c1")
 	waitDone(t, m, "c1")
 	assert.DeepEqual(t, logical(readCRI(t, path)), []string{"stdout after the request"})
 }
@@ -518,9 +523,9 @@ func TestManagerReplacesSymlink(t *testing.T) {
 	path := filepath.Join(dir, "0.log")
 	assert.NilError(t, os.Symlink(engineLog, path))
 
-	e := newFakeEngine()
-	e.add("c1", fakeMsg{at(1), "stdout", "a\n"})
-	e.finish("c1")
+	e := newEngine()
+	addLogs(t, e, "c1", logMsg{at(1), "stdout", "a\n"})
+	finish(e, "c1")
 	m := newTestManager(t, e, Config{})
 	assert.NilError(t, m.Start(context.Background(), "c1", path))
 	waitDone(t, m, "c1")
@@ -602,27 +607,18 @@ func TestConfig(t *testing.T) {
 	assert.Equal(t, d, DefaultConfig())
 }
 
-// sourceFunc is a Source from a function.
-type sourceFunc func(ctx context.Context, id string, opts docker.LogsOptions) error
-
-func (f sourceFunc) ContainerLogs(ctx context.Context, id string, opts docker.LogsOptions) error {
-	return f(ctx, id, opts)
-}
-
 // A log the engine cannot read back (a log driver without reading support) ends the
 // copy at once instead of retrying for the container's whole life.
 func TestManagerUnreadableLogEnds(t *testing.T) {
 	for _, kind := range []error{errdefs.ErrNotImplemented, errdefs.ErrFailedPrecondition} {
 		t.Run(kind.Error(), func(t *testing.T) {
-			var calls atomic.Int32
-			src := sourceFunc(func(context.Context, string, docker.LogsOptions) error {
-				calls.Add(1)
-				return fmt.Errorf("configured logging driver does not support reading: %w", kind)
-			})
-			m := newTestManager(t, src, Config{RetryInitial: time.Millisecond, RetryMax: time.Millisecond})
+			e := newEngine()
+			addLogs(t, e, "c1")
+			e.InjectError("ContainerLogs", fmt.Errorf("configured logging driver does not support reading: %w", kind))
+			m := newTestManager(t, e, Config{RetryInitial: time.Millisecond, RetryMax: time.Millisecond})
 			assert.NilError(t, m.Start(context.Background(), "c1", filepath.Join(t.TempDir(), "0.log")))
 			assert.NilError(t, m.Wait(context.Background(), "c1"))
-			assert.Equal(t, calls.Load(), int32(1))
+			assert.Equal(t, len(e.LogsRequests("c1")), 1)
 		})
 	}
 }
