@@ -1,16 +1,12 @@
 package core
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"io"
-	"strconv"
 	"testing"
 
 	"github.com/sirupsen/logrus"
 	"gotest.tools/v3/assert"
 
-	"github.com/dockpin/cri-dockerd/core/docker"
 	"github.com/dockpin/cri-dockerd/core/docker/dockertest"
 	"github.com/dockpin/cri-dockerd/pinning"
 )
@@ -34,12 +30,8 @@ func newTestService(t testing.TB, mutate func(*pinning.Config)) (*Service, *dock
 	return New(Config{Effective: map[string]string{"k": "v"}}, Deps{Docker: fake, Pins: pins, Log: quietLogger()}), fake
 }
 
-// id returns a valid, distinct-looking image ID made from n.
-func id(n int) string {
-	sum := sha256.Sum256([]byte(strconv.Itoa(n)))
-	return "sha256:" + hex.EncodeToString(sum[:])
-}
-
-func testImage(n int, tags ...string) docker.Image {
-	return docker.Image{ID: id(n), RepoTags: tags, Size: int64(1000 + n)}
-}
+// id and testImage make test images (see dockertest.Image).
+var (
+	id        = dockertest.ImageID
+	testImage = dockertest.Image
+)

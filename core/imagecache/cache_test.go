@@ -2,13 +2,10 @@ package imagecache
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -22,21 +19,25 @@ import (
 	"github.com/dockpin/cri-dockerd/core/docker/dockertest"
 )
 
-func id(n int) string {
-	sum := sha256.Sum256([]byte(strconv.Itoa(n)))
-	return "sha256:" + hex.EncodeToString(sum[:])
+var id = dockertest.ImageID
+
+// img is dockertest.Image of n bytes (sizes add up in the disk usage tests), with a user.
+func img(n int, tags ...string) docker.Image {
+	i := dockertest.Image(n, tags...)
+	i.Size, i.User = int64(n), "1000"
+	return i
 }
 
-func img(n int, tags ...string) docker.Image {
-	return docker.Image{ID: id(n), RepoTags: tags, Size: int64(n), User: "1000"}
+func quietLogger() *logrus.Logger {
+	l := logrus.New()
+	l.SetOutput(io.Discard)
+	return l
 }
 
 // startCache runs a cache over fake with cfg until the test ends.
 func startCache(t *testing.T, fake *dockertest.Fake, cfg Config) *Cache {
 	t.Helper()
-	log := logrus.New()
-	log.SetOutput(io.Discard)
-	c := New(fake, cfg, log)
+	c := New(fake, cfg, quietLogger())
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { c.Run(ctx); close(done) }()

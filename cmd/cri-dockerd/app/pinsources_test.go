@@ -2,10 +2,8 @@ package app
 
 import (
 	"context"
-	"io"
 	"testing"
 
-	"github.com/sirupsen/logrus"
 	"gotest.tools/v3/assert"
 	is "gotest.tools/v3/assert/cmp"
 
@@ -14,8 +12,7 @@ import (
 )
 
 func TestContainerdPinsDecision(t *testing.T) {
-	log := logrus.New()
-	log.SetOutput(io.Discard)
+	log := quietLogger()
 	missing := t.TempDir() + "/no-containerd.sock"
 	ctrdStore := docker.Info{ContainerdStore: true, ContainerdAddress: missing, ContainerdNamespace: "moby"}
 	classic := docker.Info{Driver: "overlay2", ContainerdAddress: missing, ContainerdNamespace: "moby"}

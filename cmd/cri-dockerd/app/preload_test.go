@@ -11,7 +11,6 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/sirupsen/logrus"
 	"gotest.tools/v3/assert"
 	is "gotest.tools/v3/assert/cmp"
 
@@ -34,8 +33,7 @@ func TestPreloadImages(t *testing.T) {
 	fake := dockertest.New()
 	fake.AddArchive("archive-a", docker.Image{ID: "sha256:a", RepoTags: []string{"a:1", "a:2"}})
 	fake.AddArchive("archive-b", docker.Image{ID: "sha256:b"})
-	log := logrus.New()
-	log.SetOutput(io.Discard)
+	log := quietLogger()
 
 	got := preloadImages(fake, dir, log)
 	assert.Equal(t, len(got), 3)
@@ -66,7 +64,7 @@ func TestPreloadFailedLoadKeepsManifestRefs(t *testing.T) {
 			`{"annotations":{"org.opencontainers.image.ref.name":"quay.io/x/y:3"}}]}`,
 	})
 	fake := dockertest.New() // it knows neither archive: both loads fail
-	got := preloadImages(fake, dir, quietLog())
+	got := preloadImages(fake, dir, quietLogger())
 	const failed = "load images: invalid archive: invalid argument"
 	assert.DeepEqual(t, got, []pinning.Preloaded{
 		{Tarball: "docker-save.tar.gz", Refs: []string{"app:1", "registry.local/app:1"}, Failed: failed, Origin: pinning.OriginManifest},
@@ -112,10 +110,4 @@ func writeTar(t *testing.T, path string, gz bool, files map[string]string) {
 		assert.NilError(t, zw.Close())
 	}
 	assert.NilError(t, os.WriteFile(path, buf.Bytes(), 0o600))
-}
-
-func quietLog() *logrus.Logger {
-	l := logrus.New()
-	l.SetOutput(io.Discard)
-	return l
 }

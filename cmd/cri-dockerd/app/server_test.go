@@ -17,8 +17,7 @@ import (
 )
 
 func TestInterceptorConvertsErrdefsOnce(t *testing.T) {
-	log := logrus.New()
-	log.SetOutput(io.Discard)
+	log := quietLogger()
 	ic := &interceptor{log: log, timeout: time.Minute}
 	tests := []struct {
 		err  error
@@ -40,8 +39,7 @@ func TestInterceptorConvertsErrdefsOnce(t *testing.T) {
 }
 
 func TestInterceptorDeadlines(t *testing.T) {
-	log := logrus.New()
-	log.SetOutput(io.Discard)
+	log := quietLogger()
 	ic := &interceptor{log: log, timeout: time.Minute}
 	deadline := func(method string) bool {
 		var has bool
@@ -60,4 +58,11 @@ func TestPolling(t *testing.T) {
 	} {
 		assert.Equal(t, polling(rpc), want, rpc)
 	}
+}
+
+// quietLogger is a logger that discards what it gets.
+func quietLogger() *logrus.Logger {
+	l := logrus.New()
+	l.SetOutput(io.Discard)
+	return l
 }
