@@ -10,6 +10,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/dockpin/cri-dockerd/core/docker"
+	"github.com/dockpin/cri-dockerd/core/logs"
 )
 
 // CreateContainer creates a container in a sandbox: it joins the sandbox's network,
@@ -34,6 +35,14 @@ func (s *Service) CreateContainer(ctx context.Context, req *runtimeapi.CreateCon
 	id, err := s.createContainer(ctx, spec)
 	if err != nil {
 		return nil, fmt.Errorf("create container %s: %w", spec.Name, err)
+	}
+	if dir, p := sbCfg.GetLogDirectory(), cfg.GetLogPath(); dir != "" && p != "" && s.deps.Logs != nil {
+		if err := s.deps.Logs.Record(id, logs.LogFile{Dir: dir, Name: p}); err != nil {
+			if rmErr := ignoreNotFound(s.docker.RemoveContainer(ctx, id)); rmErr != nil {
+				s.logger(ctx).WithError(rmErr).WithField("container", id).Warn("cannot remove the container whose log cannot be recorded")
+			}
+			return nil, fmt.Errorf("create container %s: record its log file: %w", spec.Name, err)
+		}
 	}
 	s.logger(ctx).WithField("container", id).WithField("name", spec.Name).Info("container created")
 	return &runtimeapi.CreateContainerResponse{ContainerId: id}, nil

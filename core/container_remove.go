@@ -33,5 +33,8 @@ func (s *Service) removeContainer(ctx context.Context, id string) error {
 	if err := ignoreNotFound(s.docker.RemoveContainer(ctx, id)); err != nil {
 		return fmt.Errorf("remove container %s: %w", id, err)
 	}
+	if s.deps.Logs != nil {
+		s.deps.Logs.Forget(id)
+	}
 	return nil
 }

@@ -17,9 +17,11 @@ func (s *Service) StartContainer(ctx context.Context, req *runtimeapi.StartConta
 	if err := s.docker.StartContainer(ctx, c.ID); err != nil {
 		return nil, fmt.Errorf("start container %s: %w", c.ID, err)
 	}
-	if p := c.Labels[labelLogPath]; p != "" && s.deps.Logs != nil {
-		if err := s.deps.Logs.Start(ctx, c.ID, p); err != nil {
-			return nil, fmt.Errorf("container %s started, but its log %s cannot be written: %w", c.ID, p, err)
+	if s.deps.Logs != nil {
+		if lf, ok := s.deps.Logs.Recorded(c.ID); ok {
+			if err := s.deps.Logs.Start(ctx, c.ID); err != nil {
+				return nil, fmt.Errorf("container %s started, but its log %s cannot be written: %w", c.ID, lf.Path(), err)
+			}
 		}
 	}
 	s.logger(ctx).WithField("container", c.ID).Info("container started")

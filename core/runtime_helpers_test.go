@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
@@ -17,6 +18,7 @@ import (
 	"github.com/dockpin/cri-dockerd/core/checkpoint"
 	"github.com/dockpin/cri-dockerd/core/docker"
 	"github.com/dockpin/cri-dockerd/core/docker/dockertest"
+	"github.com/dockpin/cri-dockerd/core/logs"
 	"github.com/dockpin/cri-dockerd/core/network"
 	"github.com/dockpin/cri-dockerd/pinning"
 )
@@ -172,7 +174,9 @@ func clonePodNetwork(pn network.PodNetwork) network.PodNetwork {
 // rtFakeLogs is a stateful core.LogCopier: it knows which containers it copies.
 type rtFakeLogs struct {
 	mu        sync.Mutex
-	started   map[string]string // copying now: id -> path
+	records   map[string]logs.LogFile // recorded log files, kept across a restart
+	adopt     bool                    // AdoptsLabels
+	started   map[string]string       // copying now: id -> path
 	stopped   []string
 	reopened  []string
 	waited    []string
@@ -182,16 +186,60 @@ type rtFakeLogs struct {
 
 var _ LogCopier = (*rtFakeLogs)(nil)
 
-func newRTFakeLogs() *rtFakeLogs { return &rtFakeLogs{started: map[string]string{}} }
+func newRTFakeLogs() *rtFakeLogs {
+	return &rtFakeLogs{started: map[string]string{}, records: map[string]logs.LogFile{}}
+}
+
+// restarted is the log copier of a restarted process: it keeps the records only.
+func (l *rtFakeLogs) restarted() *rtFakeLogs {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := newRTFakeLogs()
+	maps.Copy(n.records, l.records)
+	return n
+}
+
+// Record implements LogCopier.
+func (l *rtFakeLogs) Record(id string, f logs.LogFile) error {
+	if err := f.Validate(); err != nil {
+		return err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.records[id] = f
+	return nil
+}
+
+// Recorded implements LogCopier.
+func (l *rtFakeLogs) Recorded(id string) (logs.LogFile, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	f, ok := l.records[id]
+	return f, ok
+}
+
+// Forget implements LogCopier.
+func (l *rtFakeLogs) Forget(id string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.records, id)
+}
+
+// AdoptsLabels implements LogCopier.
+func (l *rtFakeLogs) AdoptsLabels() bool { return l.adopt }
 
 // Start implements LogCopier.
-func (l *rtFakeLogs) Start(_ context.Context, id, path string) error {
+func (l *rtFakeLogs) Start(_ context.Context, id string) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.startErr != nil {
 		return l.startErr
 	}
-	l.started[id] = path
+	f, ok := l.records[id]
+	if !ok {
+		return fmt.Errorf("no log record for %s: %w", id, cerrdefs.ErrNotFound)
+	}
+	l.started[id] = f.Path()
 	return nil
 }
 

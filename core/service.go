@@ -9,6 +9,7 @@ import (
 
 	"github.com/dockpin/cri-dockerd/core/checkpoint"
 	"github.com/dockpin/cri-dockerd/core/docker"
+	"github.com/dockpin/cri-dockerd/core/logs"
 	"github.com/dockpin/cri-dockerd/core/metrics"
 	"github.com/dockpin/cri-dockerd/logctx"
 	"github.com/dockpin/cri-dockerd/pinning"
@@ -89,7 +90,18 @@ type Checkpoints interface {
 
 // LogCopier writes container output to CRI log files (implemented by logs.Manager).
 type LogCopier interface {
-	Start(ctx context.Context, id, path string) error
+	// Record records the log file chosen for container id at its creation.
+	Record(id string, f logs.LogFile) error
+	// Recorded returns the log file recorded for container id.
+	Recorded(id string) (logs.LogFile, bool)
+	// Forget drops the record of a removed container.
+	Forget(id string)
+	// AdoptsLabels tells that nothing was recorded on this node before: containers
+	// that an earlier version of this binary created may be recorded from their log
+	// path label when their logs are resumed at start-up.
+	AdoptsLabels() bool
+	// Start copies container id's output to its recorded log file; NotFound without one.
+	Start(ctx context.Context, id string) error
 	Stop(id string)
 	Reopen(id string) error
 	// Wait returns when the copy of a finished container's output is complete, or

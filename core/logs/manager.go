@@ -43,6 +43,10 @@ type Config struct {
 	RetryInitial time.Duration
 	// RetryMax caps the wait between retries. 0 means DefaultRetryMax.
 	RetryMax time.Duration
+	// StateDir is where the log file of each container is recorded (Record), so that
+	// copies resume to the files we chose, not to a path read from a container label.
+	// "" records in memory only.
+	StateDir string
 }
 
 // DefaultConfig returns the defaults: 16 KiB lines, retries from 100ms up to 5s.
@@ -86,9 +90,11 @@ func (c Config) withDefaults() Config {
 // Manager copies containers' engine logs into CRI log files, one copier per
 // container. It is safe for concurrent use.
 type Manager struct {
-	src Source
-	cfg Config
-	log logrus.FieldLogger
+	src     Source
+	cfg     Config
+	log     logrus.FieldLogger
+	open    opener
+	records *records
 
 	mu      sync.Mutex
 	closed  bool
@@ -98,23 +104,32 @@ type Manager struct {
 // NewManager returns a Manager reading logs from src. Invalid values in cfg are
 // replaced by the defaults (see Config.Validate); a nil log discards messages.
 func NewManager(src Source, cfg Config, log logrus.FieldLogger) *Manager {
-	return &Manager{src: src, cfg: cfg.withDefaults(), log: logctx.OrDiscard(log), copiers: map[string]*copier{}}
+	return &Manager{
+		src: src, cfg: cfg.withDefaults(), log: logctx.OrDiscard(log), copiers: map[string]*copier{},
+		records: newRecords(cfg.StateDir),
+	}
 }
 
-// Start begins copying container id's log to the CRI log file at path, creating the
-// file (mode 0640; kubelet creates its directory) or appending to it after the last
-// line already there, so that a restarted shim neither loses nor repeats lines.
-// Starting a container that is being copied is a no-op; starting one whose copier
-// reached the end of its log copies whatever was logged since.
+// Start begins copying container id's log to the CRI log file recorded for it
+// (Record), creating the file (mode 0640; kubelet creates its directory) or appending
+// to it after the last line already there, so that a restarted shim neither loses nor
+// repeats lines. Starting a container that is being copied is a no-op; starting one
+// whose copier reached the end of its log copies whatever was logged since. A
+// container without a recorded log file is NotFound.
 //
 // The copier outlives ctx; it runs until the container's log ends, Stop or Close.
-func (m *Manager) Start(ctx context.Context, id, path string) error {
+func (m *Manager) Start(ctx context.Context, id string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if id == "" || path == "" {
-		return fmt.Errorf("container log needs a container ID and a path: %w", errdefs.ErrInvalidArgument)
+	if id == "" {
+		return fmt.Errorf("container log needs a container ID: %w", errdefs.ErrInvalidArgument)
 	}
+	lf, ok := m.records.get(id)
+	if !ok {
+		return fmt.Errorf("no log file is recorded for container %s: %w", id, errdefs.ErrNotFound)
+	}
+	path := lf.Path()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
@@ -132,14 +147,14 @@ func (m *Manager) Start(ctx context.Context, id, path string) error {
 			return nil
 		}
 	}
-	f, replaced, err := openLogFile(path)
+	f, replaced, err := m.open.openLogFile(lf)
 	if err != nil {
 		return fmt.Errorf("open container log: %w: %w", err, errdefs.ErrFailedPrecondition)
 	}
 	if replaced {
 		log.Info("replaced the symbolic link at the container log path with a CRI log file")
 	}
-	last, err := resumeFrom(f, path, log)
+	last, err := m.open.resumeFrom(f, lf, log)
 	if err != nil {
 		f.Close()
 		return err
@@ -147,6 +162,8 @@ func (m *Manager) Start(ctx context.Context, id, path string) error {
 	cctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	c := &copier{
 		id:     id,
+		file:   lf,
+		open:   m.open,
 		path:   path,
 		log:    log,
 		cancel: cancel,
@@ -231,7 +248,9 @@ func (m *Manager) Close() {
 // copier copies one container's log into its CRI log file.
 type copier struct {
 	id     string
-	path   string
+	file   LogFile
+	open   opener
+	path   string // file.Path()
 	log    logrus.FieldLogger
 	cancel context.CancelFunc
 	// done is closed when run returns.
@@ -379,7 +398,7 @@ func (c *copier) reopen() error {
 	if c.f == nil {
 		return fmt.Errorf("log of container %s is not being copied: %w", c.id, errdefs.ErrFailedPrecondition)
 	}
-	f, replaced, err := openLogFile(c.path)
+	f, replaced, err := c.open.openLogFile(c.file)
 	if err != nil {
 		// Keep writing to the old file; kubelet renames it back when reopening fails.
 		return fmt.Errorf("reopen container log: %w: %w", err, errdefs.ErrFailedPrecondition)

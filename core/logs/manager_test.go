@@ -136,7 +136,7 @@ func TestManagerCopiesLog(t *testing.T) {
 				m := newTestManager(t, e, Config{MaxLineSize: tc.maxLine})
 				path := filepath.Join(t.TempDir(), "0.log")
 
-				assert.NilError(t, m.Start(context.Background(), "c1", path))
+				assert.NilError(t, startAt(m, context.Background(), "c1", path))
 				waitDone(t, m, "c1")
 				assert.Equal(t, readFile(t, path), tc.want)
 				readCRI(t, path)
@@ -174,7 +174,7 @@ func TestManagerFollows(t *testing.T) {
 	addLogs(t, e, "c1", logMsg{at(1), "stdout", "first\n"})
 	m := newTestManager(t, e, Config{})
 	path := filepath.Join(t.TempDir(), "0.log")
-	assert.NilError(t, m.Start(context.Background(), "c1", path))
+	assert.NilError(t, startAt(m, context.Background(), "c1", path))
 	waitLines(t, path, 1)
 
 	addLogs(t, e, "c1", logMsg{at(2), "stderr", "second\n"})
@@ -211,14 +211,14 @@ func TestManagerResume(t *testing.T) {
 			addLogs(t, e, "c1", before...)
 
 			m1 := NewManager(e, Config{}, testLogger(t))
-			assert.NilError(t, m1.Start(context.Background(), "c1", path))
+			assert.NilError(t, startAt(m1, context.Background(), "c1", path))
 			waitLines(t, path, len(before))
 			m1.Close()
 
 			addLogs(t, e, "c1", after...)
 			finish(e, "c1")
 			m2 := newTestManager(t, e, Config{})
-			assert.NilError(t, m2.Start(context.Background(), "c1", path))
+			assert.NilError(t, startAt(m2, context.Background(), "c1", path))
 			waitDone(t, m2, "c1")
 
 			assert.DeepEqual(t, logical(readCRI(t, path)), want)
@@ -281,7 +281,7 @@ func TestManagerResumeFile(t *testing.T) {
 			assert.NilError(t, os.WriteFile(path, []byte(tc.file), 0o640))
 
 			m := newTestManager(t, e, Config{MaxLineSize: 10})
-			assert.NilError(t, m.Start(context.Background(), "c1", path))
+			assert.NilError(t, startAt(m, context.Background(), "c1", path))
 			waitDone(t, m, "c1")
 			assert.Equal(t, readFile(t, path), tc.want)
 			readCRI(t, path)
@@ -303,7 +303,7 @@ func TestManagerResumeAfterRotation(t *testing.T) {
 	assert.NilError(t, os.WriteFile(path+".20240501-100002.gz", []byte("gzip"), 0o640))
 
 	m := newTestManager(t, e, Config{})
-	assert.NilError(t, m.Start(context.Background(), "c1", path))
+	assert.NilError(t, startAt(m, context.Background(), "c1", path))
 	waitDone(t, m, "c1")
 	assert.Equal(t, readFile(t, path), crLine(at(2), "stdout", "F", "new"))
 }
@@ -313,7 +313,7 @@ func TestManagerReopen(t *testing.T) {
 	m := newTestManager(t, e, Config{})
 	path := filepath.Join(t.TempDir(), "0.log")
 	addLogs(t, e, "c1", logMsg{at(1), "stdout", "a\n"}, logMsg{at(2), "stderr", "b\n"})
-	assert.NilError(t, m.Start(context.Background(), "c1", path))
+	assert.NilError(t, startAt(m, context.Background(), "c1", path))
 	waitLines(t, path, 2)
 
 	// kubelet's rotation: rename, then ReopenContainerLog.
@@ -365,7 +365,7 @@ func TestManagerRetry(t *testing.T) {
 				finish(e, "c1")
 				m := newTestManager(t, e, Config{MaxLineSize: 10})
 				path := filepath.Join(t.TempDir(), "0.log")
-				assert.NilError(t, m.Start(context.Background(), "c1", path))
+				assert.NilError(t, startAt(m, context.Background(), "c1", path))
 				waitDone(t, m, "c1")
 				assert.Equal(t, readFile(t, path), want)
 				assert.Equal(t, len(sinces(e, "c1")), 2, "one retry")
@@ -390,7 +390,7 @@ func TestManagerRetriesWhileEngineDown(t *testing.T) {
 	e.InjectError("ContainerLogs", errEngineDown)
 	m := newTestManager(t, e, Config{RetryInitial: time.Millisecond, RetryMax: 4 * time.Millisecond})
 	dir := t.TempDir()
-	assert.NilError(t, m.Start(context.Background(), "c1", filepath.Join(dir, "c1.log")))
+	assert.NilError(t, startAt(m, context.Background(), "c1", filepath.Join(dir, "c1.log")))
 	waitRequests(t, e, "c1", 5)
 	// Reopen works while retrying.
 	assert.NilError(t, m.Reopen("c1"))
@@ -398,7 +398,7 @@ func TestManagerRetriesWhileEngineDown(t *testing.T) {
 	n := len(e.LogsRequests("c1"))
 	// A witness retrying on the same schedule: by its fifth request a copier of c1
 	// still retrying (at its longest wait) would have asked again too.
-	assert.NilError(t, m.Start(context.Background(), "witness", filepath.Join(dir, "witness.log")))
+	assert.NilError(t, startAt(m, context.Background(), "witness", filepath.Join(dir, "witness.log")))
 	waitRequests(t, e, "witness", 5)
 	assert.Equal(t, len(e.LogsRequests("c1")), n, "no retries after Stop")
 }
@@ -408,7 +408,7 @@ func TestManagerContainerGone(t *testing.T) {
 	addLogs(t, e, "c1", logMsg{at(1), "stdout", "a\n"})
 	m := newTestManager(t, e, Config{})
 	path := filepath.Join(t.TempDir(), "0.log")
-	assert.NilError(t, m.Start(context.Background(), "c1", path))
+	assert.NilError(t, startAt(m, context.Background(), "c1", path))
 	waitLines(t, path, 1)
 	assert.NilError(t, e.RemoveContainer(context.Background(), "c1"))
 	waitDone(t, m, "c1")
@@ -422,7 +422,7 @@ func TestManagerStopAndClose(t *testing.T) {
 	for i := range 3 {
 		id := fmt.Sprintf("c%d", i)
 		addLogs(t, e, id, logMsg{at(1), "stdout", "a\n"}, logMsg{at(2), "stdout", "half a line"})
-		assert.NilError(t, m.Start(context.Background(), id, filepath.Join(dir, id+".log")))
+		assert.NilError(t, startAt(m, context.Background(), id, filepath.Join(dir, id+".log")))
 		waitLines(t, filepath.Join(dir, id+".log"), 1)
 	}
 
@@ -444,7 +444,7 @@ func TestManagerStopAndClose(t *testing.T) {
 	m.Close()
 	err := <-waitErr
 	assert.Assert(t, errdefs.IsFailedPrecondition(err), "%v", err)
-	assert.Assert(t, errdefs.IsFailedPrecondition(m.Start(context.Background(), "c9", filepath.Join(dir, "c9.log"))))
+	assert.Assert(t, errdefs.IsFailedPrecondition(startAt(m, context.Background(), "c9", filepath.Join(dir, "c9.log"))))
 
 	// No goroutine of the copiers is left; the poll's check runs in a goroutine of
 	// its own, which it counts.
@@ -478,25 +478,25 @@ func TestManagerStart(t *testing.T) {
 	path := filepath.Join(dir, "0.log")
 	addLogs(t, e, "c1", logMsg{at(1), "stdout", "a\n"})
 
-	assert.NilError(t, m.Start(context.Background(), "c1", path))
+	assert.NilError(t, startAt(m, context.Background(), "c1", path))
 	waitLines(t, path, 1)
 	// Starting again is a no-op: no second copier, no duplicate lines.
-	assert.NilError(t, m.Start(context.Background(), "c1", path))
+	assert.NilError(t, startAt(m, context.Background(), "c1", path))
 	addLogs(t, e, "c1", logMsg{at(2), "stdout", "b\n"})
 	finish(e, "c1")
 	waitDone(t, m, "c1")
 	assert.Equal(t, len(sinces(e, "c1")), 1)
 
 	// Starting a finished copier copies what was logged since, once.
-	assert.NilError(t, m.Start(context.Background(), "c1", path))
+	assert.NilError(t, startAt(m, context.Background(), "c1", path))
 	waitDone(t, m, "c1")
 	assert.DeepEqual(t, logical(readCRI(t, path)), []string{"stdout a", "stdout b"})
 
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	assert.ErrorIs(t, m.Start(ctx, "c2", path), context.Canceled)
-	assert.Assert(t, errdefs.IsInvalidArgument(m.Start(context.Background(), "", path)))
-	assert.Assert(t, errdefs.IsFailedPrecondition(m.Start(context.Background(), "c3", filepath.Join(dir, "missing", "0.log"))))
+	assert.ErrorIs(t, startAt(m, ctx, "c2", path), context.Canceled)
+	assert.Assert(t, errdefs.IsInvalidArgument(startAt(m, context.Background(), "", path)))
+	assert.Assert(t, errdefs.IsFailedPrecondition(startAt(m, context.Background(), "c3", filepath.Join(dir, "missing", "0.log"))))
 	assert.Assert(t, errdefs.IsNotFound(m.Wait(context.Background(), "c3")))
 }
 
@@ -506,7 +506,7 @@ func TestManagerCopierOutlivesStartContext(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "0.log")
 	addLogs(t, e, "c1") // running, nothing logged yet
 	ctx, cancel := context.WithCancel(context.Background())
-	assert.NilError(t, m.Start(ctx, "c1", path))
+	assert.NilError(t, startAt(m, ctx, "c1", path))
 	cancel()
 	addLogs(t, e, "c1", logMsg{at(1), "stdout", "after the request\n"})
 	finish(e, "c1")
@@ -527,7 +527,7 @@ func TestManagerReplacesSymlink(t *testing.T) {
 	addLogs(t, e, "c1", logMsg{at(1), "stdout", "a\n"})
 	finish(e, "c1")
 	m := newTestManager(t, e, Config{})
-	assert.NilError(t, m.Start(context.Background(), "c1", path))
+	assert.NilError(t, startAt(m, context.Background(), "c1", path))
 	waitDone(t, m, "c1")
 
 	assert.Equal(t, readFile(t, engineLog), jsonLine, "engine log untouched")
@@ -564,7 +564,7 @@ func TestManagerStreamsDoNotInterleave(t *testing.T) {
 	const lines = 200
 	m := newTestManager(t, concurrentSource{lines: lines}, Config{MaxLineSize: 64})
 	path := filepath.Join(t.TempDir(), "0.log")
-	assert.NilError(t, m.Start(context.Background(), "c1", path))
+	assert.NilError(t, startAt(m, context.Background(), "c1", path))
 	waitDone(t, m, "c1")
 
 	got := logical(readCRI(t, path))
@@ -616,9 +616,18 @@ func TestManagerUnreadableLogEnds(t *testing.T) {
 			addLogs(t, e, "c1")
 			e.InjectError("ContainerLogs", fmt.Errorf("configured logging driver does not support reading: %w", kind))
 			m := newTestManager(t, e, Config{RetryInitial: time.Millisecond, RetryMax: time.Millisecond})
-			assert.NilError(t, m.Start(context.Background(), "c1", filepath.Join(t.TempDir(), "0.log")))
+			assert.NilError(t, startAt(m, context.Background(), "c1", filepath.Join(t.TempDir(), "0.log")))
 			assert.NilError(t, m.Wait(context.Background(), "c1"))
 			assert.Equal(t, len(e.LogsRequests("c1")), 1)
 		})
 	}
+}
+
+// startAt records path (its directory as the pod's log directory) as container id's
+// log file and starts copying it.
+func startAt(m *Manager, ctx context.Context, id, path string) error {
+	if err := m.Record(id, LogFile{Dir: filepath.Dir(path), Name: filepath.Base(path)}); err != nil {
+		return err
+	}
+	return m.Start(ctx, id)
 }

@@ -158,10 +158,11 @@ func rotatedSibling(path string) string {
 	return filepath.Join(dir, newest)
 }
 
-// resumeFrom reads the resume point of the CRI log f (at path), truncating a trailing
-// fragment of a line, and falls back to the latest rotated file when f holds no line.
-// A file whose last line is not in the CRI format is copied into from the start.
-func resumeFrom(f *os.File, path string, log logrus.FieldLogger) (resumePoint, error) {
+// resumeFrom reads the resume point of the CRI log f (the file lf), truncating a
+// trailing fragment of a line, and falls back to the latest rotated file when f holds
+// no line. A file whose last line is not in the CRI format is copied into from the start.
+func (o opener) resumeFrom(f *os.File, lf LogFile, log logrus.FieldLogger) (resumePoint, error) {
+	path := lf.Path()
 	fi, err := f.Stat()
 	if err != nil {
 		return resumePoint{}, err
@@ -187,7 +188,7 @@ func resumeFrom(f *os.File, path string, log logrus.FieldLogger) (resumePoint, e
 	if sib == "" {
 		return resumePoint{}, nil
 	}
-	sf, err := os.Open(sib)
+	sf, err := o.openRotated(lf, filepath.Base(sib))
 	if err != nil {
 		log.WithError(err).WithField("path", sib).Debug("cannot read a rotated log file")
 		return resumePoint{}, nil
@@ -203,18 +204,4 @@ func resumeFrom(f *os.File, path string, log logrus.FieldLogger) (resumePoint, e
 		return resumePoint{}, nil
 	}
 	return rp, nil
-}
-
-// openLogFile opens (creating) the CRI log at path for appending. A symbolic link
-// there (upstream cri-dockerd links the CRI path to the engine's json-file log) is
-// replaced by a regular file, so the engine's own log is never written to.
-func openLogFile(path string) (f *os.File, replacedLink bool, err error) {
-	if fi, err := os.Lstat(path); err == nil && fi.Mode()&os.ModeSymlink != 0 {
-		if err := os.Remove(path); err != nil {
-			return nil, false, err
-		}
-		replacedLink = true
-	}
-	f, err = os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o640)
-	return f, replacedLink, err
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -24,6 +25,10 @@ import (
 	"github.com/dockpin/cri-dockerd/core/streaming"
 	"github.com/dockpin/cri-dockerd/pinning"
 )
+
+// logRecordsDir is where, below --cri-dockerd-root-directory, the log file chosen for
+// each container is recorded.
+const logRecordsDir = "container-logs"
 
 // startupTimeout bounds the engine checks made before serving.
 const startupTimeout = 30 * time.Second
@@ -146,7 +151,7 @@ func run(opts *Options, log *logrus.Logger, hup <-chan os.Signal) error {
 		}
 		deps.Network = nw
 	}
-	logCopier := logs.NewManager(client, logs.Config{}, log.WithField("component", "logs"))
+	logCopier := logs.NewManager(client, logs.Config{StateDir: filepath.Join(opts.RootDirectory, logRecordsDir)}, log.WithField("component", "logs"))
 	defer logCopier.Close()
 	deps.Logs = logCopier
 	streamCfg := streaming.DefaultConfig()
