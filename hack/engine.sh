@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # hack/engine.sh — run one private Docker Engine stack (containerd + dockerd) under STACK_DIR.
-# Usage: hack/engine.sh start|stop|start-dockerd|stop-dockerd|status|env
+# Usage: hack/engine.sh start|stop|start-dockerd|stop-dockerd|start-containerd|stop-containerd|status|env
+# dockerd runs with --live-restore, as on many nodes: containers outlive a dockerd restart
+# (the chaos test restarts dockerd and containerd under running pods).
 # Env: STORE=containerd|classic (image store, default containerd), STACK_DIR (default
 #      /tmp/dockpin-stack-$STORE), ENGINE_BIN, DOCKERD_EXTRA_ARGS, DOCKERD_PROXY (http://host:port),
 #      DOCKERD_BRIDGE=NAME:CIDR (e.g. dkpind0:10.89.0.1/24: a machine-local bridge this script makes
@@ -19,7 +21,7 @@ LOGS=$STACK_DIR/logs
 SNAPSHOTTER_TYPE=io.containerd.snapshotter.v1
 
 usage() {
-  echo "usage: $0 start|stop|start-dockerd|stop-dockerd|status|env" >&2
+  echo "usage: $0 start|stop|start-dockerd|stop-dockerd|start-containerd|stop-containerd|status|env" >&2
   echo "  env: STORE=containerd|classic STACK_DIR ENGINE_BIN DOCKERD_EXTRA_ARGS DOCKERD_PROXY" >&2
   exit 2
 }
@@ -93,7 +95,7 @@ start_dockerd() {
         --data-root "$STACK_DIR/data" --exec-root "$STACK_DIR/exec" \
         -H "unix://$DOCKER_SOCK" --pidfile "$DOCKERD_PID" \
         "--bridge=$(default_bridge)" --iptables=false --ip6tables=false --ip-masq=false \
-        --insecure-registry 127.0.0.1:5000 "${extra[@]}"
+        --insecure-registry 127.0.0.1:5000 --live-restore "${extra[@]}"
     fi
     wait_for 60 dockerd_up || { tail -n 30 "$LOGS/dockerd.log" >&2; die "dockerd did not come up"; }
   fi
@@ -176,6 +178,8 @@ main() {
       ;;
     start-dockerd) start_dockerd ;;
     stop-dockerd) stop_dockerd ;;
+    start-containerd) start_containerd ;;
+    stop-containerd) stop_pidfile "$CTRD_PID" containerd 30 ;;
     stop) stop_all ;;
     status) status ;;
     env) print_env ;;

@@ -10,6 +10,8 @@
 //	             no_new_privs stopped the escalation)
 //	ipcs         "ipcs -m": list System V shared memory ids (Debian's busybox has no ipcs)
 //	pgrep        print the pids whose command name matches a regexp; exit 1 if none
+//	counter      print "line N" (N = 1, 2, ...) every $INTERVAL (default 50ms) until SIGTERM
+//	             (the e2e chaos test checks no log line is lost or written twice)
 //
 // Only the standard library is used; it is built with CGO_ENABLED=0 and runs in
 // an image that holds nothing else but busybox.
@@ -26,6 +28,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 )
 
 func main() {
@@ -48,6 +51,8 @@ func main() {
 		fmt.Printf("Effective uid: %d\n", os.Geteuid())
 	case "ipcs":
 		err = ipcs()
+	case "counter":
+		err = counter()
 	case "pgrep":
 		if len(args) == 0 {
 			err = fmt.Errorf("usage: pgrep PATTERN")
@@ -55,7 +60,7 @@ func main() {
 			os.Exit(1)
 		}
 	default:
-		err = fmt.Errorf("unknown personality %q (want pause, nginx, httpd, nonewprivs, ipcs or pgrep)", name)
+		err = fmt.Errorf("unknown personality %q (want pause, nginx, httpd, nonewprivs, ipcs, pgrep or counter)", name)
 	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
@@ -144,4 +149,28 @@ func pgrep(pattern string) bool {
 		}
 	}
 	return found
+}
+
+// counter prints numbered lines every $INTERVAL until SIGTERM or SIGINT.
+func counter() error {
+	interval := 50 * time.Millisecond
+	if v := os.Getenv("INTERVAL"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return err
+		}
+		interval = d
+	}
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for n := 1; ; n++ {
+		fmt.Printf("line %d\n", n)
+		select {
+		case <-sigs:
+			return nil
+		case <-tick.C:
+		}
+	}
 }
