@@ -165,7 +165,7 @@ func (p *Pinner) fileErr(set *matchSet) error {
 	if p.cfg.PinsFile == "" || set.file != nil {
 		return nil
 	}
-	var cause error = errors.New("not loaded")
+	cause := errors.New("not loaded")
 	if st := p.fileStatus.Load(); st != nil && st.err != nil {
 		cause = st.err
 	}
