@@ -2,7 +2,6 @@ package core
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -324,80 +323,6 @@ func TestRunPodSandboxCheckpoint(t *testing.T) {
 	}
 }
 
-func TestRunPodSandboxResolvConf(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		dns  *runtimeapi.DNSConfig
-		host bool
-		want string // "" = untouched
-	}{
-		{name: "nil"},
-		{name: "empty", dns: &runtimeapi.DNSConfig{}},
-		{
-			name: "full",
-			dns: &runtimeapi.DNSConfig{
-				Servers:  []string{"10.96.0.10", "fd00::a"},
-				Searches: []string{"default.svc.cluster.local", "svc.cluster.local"},
-				Options:  []string{"ndots:5", "timeout:1"},
-			},
-			want: "nameserver 10.96.0.10\nnameserver fd00::a\nsearch default.svc.cluster.local svc.cluster.local\noptions ndots:5 timeout:1\n",
-		},
-		{name: "servers only", dns: &runtimeapi.DNSConfig{Servers: []string{"1.1.1.1"}}, want: "nameserver 1.1.1.1\n"},
-		{name: "host network", host: true, dns: &runtimeapi.DNSConfig{Servers: []string{"1.1.1.1"}}, want: "nameserver 1.1.1.1\n"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			env := newRTEnv(t)
-			cfg := rtSandboxConfig("web")
-			cfg.DnsConfig = tc.dns
-			if tc.host {
-				rtHostNetwork(cfg)
-			}
-			sbID := env.runSandbox(t, cfg)
-			path := env.inspect(t, sbID).ResolvConfPath
-			assert.Check(t, is.Contains(path, env.dockerRoot))
-			b, err := os.ReadFile(path)
-			if tc.want == "" {
-				assert.Check(t, os.IsNotExist(err), "resolv.conf written: %q, %v", b, err)
-				return
-			}
-			assert.NilError(t, err)
-			assert.Equal(t, string(b), tc.want)
-		})
-	}
-}
-
-func TestRunPodSandboxNetworkSetUp(t *testing.T) {
-	env := newRTEnv(t)
-	cfg := rtSandboxConfig("web")
-	cfg.PortMappings = append(rtPorts(), &runtimeapi.PortMapping{Protocol: runtimeapi.Protocol_UDP, ContainerPort: 53, HostPort: 5353, HostIp: "127.0.0.1"})
-	cfg.Annotations[network.IngressBandwidthAnnotation] = "10M"
-	cfg.Annotations[network.EgressBandwidthAnnotation] = "1M"
-	cfg.DnsConfig = &runtimeapi.DNSConfig{Servers: []string{"10.96.0.10"}, Searches: []string{"svc"}, Options: []string{"ndots:5"}}
-	sbID := env.runSandbox(t, cfg)
-
-	pid := env.inspect(t, sbID).Pid
-	assert.Assert(t, pid > 0)
-	want := network.PodNetwork{
-		Namespace: "default", Name: "web", UID: "web-uid", SandboxID: sbID,
-		NetNS: fmt.Sprintf("/proc/%d/ns/net", pid),
-		PortMappings: []network.PortMapping{
-			{Protocol: "tcp", ContainerPort: 80, HostPort: 18080},
-			{Protocol: "udp", ContainerPort: 53, HostPort: 5353, HostIP: "127.0.0.1"},
-		},
-		Bandwidth: &network.Bandwidth{IngressRate: 10_000_000, EgressRate: 1_000_000},
-		DNS:       &network.DNS{Servers: []string{"10.96.0.10"}, Searches: []string{"svc"}, Options: []string{"ndots:5"}},
-	}
-	assert.DeepEqual(t, env.net.SetUps(), []network.PodNetwork{want})
-	assert.Check(t, env.net.Attached(sbID))
-	assert.Check(t, is.Len(env.net.TearDowns(), 0))
-}
-
-func TestRunPodSandboxHostNetworkSkipsCNI(t *testing.T) {
-	env := newRTEnv(t)
-	env.runSandbox(t, rtHostNetwork(rtSandboxConfig("web")))
-	assert.Check(t, is.Len(env.net.SetUps(), 0))
-}
-
 func TestRunPodSandboxPullsSandboxImage(t *testing.T) {
 	env := newRTEnv(t, rtWithoutSandboxImage())
 	env.engine.AddRemote(rtSandboxImage, testImage(9001))
@@ -444,75 +369,4 @@ func TestRunPodSandboxNameConflict(t *testing.T) {
 	assert.Equal(t, st.Status.Metadata.Name, "web")
 	assert.Equal(t, st.Status.Metadata.Attempt, uint32(1))
 	assert.Equal(t, st.Status.State, runtimeapi.PodSandboxState_SANDBOX_READY)
-}
-
-// assertNothingLeft checks that a failed RunPodSandbox left no container, no
-// checkpoint and no network behind.
-func assertNothingLeft(t *testing.T, env *rtEnv) {
-	t.Helper()
-	assert.Check(t, is.Len(env.engine.ContainerIDs(), 0))
-	ids, err := env.checkpoints.List()
-	assert.NilError(t, err)
-	assert.Check(t, is.Len(ids, 0))
-}
-
-func TestRunPodSandboxSetUpFailureUndoes(t *testing.T) {
-	env := newRTEnv(t)
-	injected := fmt.Errorf("plugin exploded: %w", cerrdefs.ErrUnavailable)
-	env.net.SetUpError(injected)
-	cfg := rtSandboxConfig("web")
-	cfg.PortMappings = rtPorts()
-	resp, err := env.svc.RunPodSandbox(context.Background(), &runtimeapi.RunPodSandboxRequest{Config: cfg})
-	assert.Check(t, errors.Is(err, injected), "got %v", err)
-	assert.Check(t, cerrdefs.IsUnavailable(err))
-	assert.Check(t, resp == nil)
-	assertNothingLeft(t, env)
-
-	setUps := env.net.SetUps()
-	assert.Assert(t, is.Len(setUps, 1))
-	sbID := setUps[0].SandboxID
-	assert.DeepEqual(t, env.net.TearDowns(), []network.PodNetwork{{
-		Namespace: "default", Name: "web", UID: "web-uid", SandboxID: sbID, PortMappings: rtNetPorts(),
-	}})
-
-	// kubelet's retry starts clean and succeeds.
-	env.net.SetUpError(nil)
-	sbID = env.runSandbox(t, cfg)
-	assert.Check(t, env.net.Attached(sbID))
-	assert.Equal(t, env.spec(t, sbID).Name, "k8s_POD_web_default_web-uid_1")
-}
-
-func TestRunPodSandboxStartFailureUndoes(t *testing.T) {
-	for _, tc := range []struct {
-		name   string
-		method string
-		host   bool
-	}{
-		{name: "start", method: "StartContainer"},
-		{name: "start host network", method: "StartContainer", host: true},
-		{name: "inspect", method: "InspectContainer"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			env := newRTEnv(t)
-			injected := fmt.Errorf("engine hiccup: %w", cerrdefs.ErrUnavailable)
-			env.engine.InjectError(tc.method, injected)
-			cfg := rtSandboxConfig("web")
-			if tc.host {
-				rtHostNetwork(cfg)
-			}
-			_, err := env.svc.RunPodSandbox(context.Background(), &runtimeapi.RunPodSandboxRequest{Config: cfg})
-			assert.Check(t, errors.Is(err, injected), "got %v", err)
-			env.engine.InjectError(tc.method, nil)
-			assertNothingLeft(t, env)
-			assert.Check(t, is.Len(env.net.SetUps(), 0))
-			for _, td := range env.net.TearDowns() {
-				assert.Check(t, td.NetNS == "", "torn down with a namespace: %+v", td)
-			}
-			if tc.host {
-				assert.Check(t, is.Len(env.net.TearDowns(), 0))
-			} else {
-				assert.Check(t, is.Len(env.net.TearDowns(), 1))
-			}
-		})
-	}
 }
