@@ -2,7 +2,9 @@ package app
 
 import (
 	"context"
+	"fmt"
 	"path"
+	"runtime/debug"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -22,8 +24,9 @@ import (
 const maxMsgSize = 16 << 20
 
 // interceptor gives every request a logger with rpc and req_id, bounds it by the
-// runtime request timeout, and converts errdefs kinds to gRPC codes: the one place
-// where that conversion happens.
+// runtime request timeout, recovers a panicking handler, and converts errdefs kinds
+// to gRPC codes: the one place where that conversion happens. It serves unary RPCs
+// and, with the same logger, recovery and conversion, server-streaming ones.
 type interceptor struct {
 	log     logrus.FieldLogger
 	timeout time.Duration
@@ -41,15 +44,43 @@ func polling(rpc string) bool {
 
 func (i *interceptor) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 	rpc := path.Base(info.FullMethod)
+	var resp any
+	err := i.serve(ctx, rpc, !longRunning[rpc], func(ctx context.Context) error {
+		var err error
+		resp, err = handler(ctx, req)
+		return err
+	})
+	return resp, err
+}
+
+// stream serves a server-streaming RPC as unary serves the others; streams are
+// long-lived, so the request timeout does not apply.
+func (i *interceptor) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	return i.serve(ss.Context(), path.Base(info.FullMethod), false, func(ctx context.Context) error {
+		return handler(srv, &ctxStream{ServerStream: ss, ctx: ctx})
+	})
+}
+
+// ctxStream is a server stream whose handler sees the interceptor's context.
+type ctxStream struct {
+	grpc.ServerStream
+	ctx context.Context
+}
+
+func (s *ctxStream) Context() context.Context { return s.ctx }
+
+// serve runs the handler call with the request's logger in ctx, bounded by the
+// request timeout when bounded, and returns its error converted to a gRPC status.
+func (i *interceptor) serve(ctx context.Context, rpc string, bounded bool, call func(context.Context) error) error {
 	log := i.log.WithField("rpc", rpc).WithField("req_id", i.nextID.Add(1))
 	ctx = logctx.With(ctx, log)
-	if !longRunning[rpc] && i.timeout > 0 {
+	if bounded && i.timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, i.timeout)
 		defer cancel()
 	}
 	start := time.Now()
-	resp, err := handler(ctx, req)
+	err := recovered(log, rpc, func() error { return call(ctx) })
 	log = log.WithField("duration", time.Since(start).Round(time.Microsecond))
 	if err != nil {
 		err = errgrpc.ToGRPC(err)
@@ -59,23 +90,46 @@ func (i *interceptor) unary(ctx context.Context, req any, info *grpc.UnaryServer
 		} else {
 			entry.Warn("request failed")
 		}
-		return resp, err
+		return err
 	}
 	if polling(rpc) {
 		log.Debug("request done")
 	} else {
 		log.Info("request done")
 	}
-	return resp, nil
+	return nil
 }
 
+// recovered runs fn and turns a panic in it into an Internal error naming rpc,
+// logged at error level with the stack: a bug in one handler fails that request,
+// not the daemon every pod on the node depends on.
+func recovered(log logrus.FieldLogger, rpc string, fn func() error) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			log.WithField("panic", fmt.Sprint(p)).WithField("stack", string(debug.Stack())).
+				Error("request handler panicked; answering Internal")
+			err = status.Errorf(codes.Internal, "%s: internal error: handler panicked: %v", rpc, p)
+		}
+	}()
+	return fn()
+}
+
+// criServer is both CRI services (core.Service).
+type criServer interface {
+	runtimeapi.RuntimeServiceServer
+	runtimeapi.ImageServiceServer
+}
+
+var _ criServer = (*core.Service)(nil)
+
 // newGRPCServer returns a server with both CRI services registered.
-func newGRPCServer(svc *core.Service, log logrus.FieldLogger, timeout time.Duration) *grpc.Server {
+func newGRPCServer(svc criServer, log logrus.FieldLogger, timeout time.Duration) *grpc.Server {
 	ic := &interceptor{log: log, timeout: timeout}
 	srv := grpc.NewServer(
 		grpc.MaxRecvMsgSize(maxMsgSize),
 		grpc.MaxSendMsgSize(maxMsgSize),
 		grpc.ChainUnaryInterceptor(ic.unary),
+		grpc.ChainStreamInterceptor(ic.stream),
 	)
 	runtimeapi.RegisterRuntimeServiceServer(srv, svc)
 	runtimeapi.RegisterImageServiceServer(srv, svc)

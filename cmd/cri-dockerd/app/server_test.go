@@ -5,15 +5,21 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"strings"
 	"testing"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/sirupsen/logrus"
+	logtest "github.com/sirupsen/logrus/hooks/test"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/test/bufconn"
 	"gotest.tools/v3/assert"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
 func TestInterceptorConvertsErrdefsOnce(t *testing.T) {
@@ -65,4 +71,75 @@ func quietLogger() *logrus.Logger {
 	l := logrus.New()
 	l.SetOutput(io.Discard)
 	return l
+}
+
+// panicky is a CRI server whose ListImages and StreamImages panic and whose
+// Version answers, to show that a panic fails its request and nothing more.
+type panicky struct {
+	runtimeapi.UnimplementedRuntimeServiceServer
+	runtimeapi.UnimplementedImageServiceServer
+}
+
+func (panicky) ListImages(context.Context, *runtimeapi.ListImagesRequest) (*runtimeapi.ListImagesResponse, error) {
+	panic("list boom")
+}
+
+func (panicky) StreamImages(*runtimeapi.StreamImagesRequest, grpc.ServerStreamingServer[runtimeapi.StreamImagesResponse]) error {
+	panic("stream boom")
+}
+
+func (panicky) Version(context.Context, *runtimeapi.VersionRequest) (*runtimeapi.VersionResponse, error) {
+	return &runtimeapi.VersionResponse{RuntimeName: "test"}, nil
+}
+
+func TestServerRecoversPanickingHandler(t *testing.T) {
+	log, hook := logtest.NewNullLogger()
+	lis := bufconn.Listen(1 << 20)
+	srv := newGRPCServer(panicky{}, log, time.Minute)
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(lis) }()
+	t.Cleanup(func() {
+		srv.Stop()
+		assert.NilError(t, <-served)
+	})
+	conn, err := grpc.NewClient("passthrough:///bufnet",
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
+		grpc.WithTransportCredentials(insecure.NewCredentials()))
+	assert.NilError(t, err)
+	t.Cleanup(func() { _ = conn.Close() })
+	images := runtimeapi.NewImageServiceClient(conn)
+	runtime := runtimeapi.NewRuntimeServiceClient(conn)
+	ctx := context.Background()
+
+	_, err = images.ListImages(ctx, &runtimeapi.ListImagesRequest{})
+	assert.Equal(t, status.Code(err), codes.Internal, "%v", err)
+	assert.Check(t, strings.Contains(status.Convert(err).Message(), "ListImages"), status.Convert(err).Message())
+	panics := panicEntries(hook)
+	assert.Assert(t, len(panics) == 1, "one error-level entry per panic")
+	assert.Equal(t, panics[0].Data["rpc"], "ListImages")
+	assert.Check(t, strings.Contains(panics[0].Data["stack"].(string), "panicky.ListImages"), "the stack names the handler")
+
+	stream, err := images.StreamImages(ctx, &runtimeapi.StreamImagesRequest{})
+	assert.NilError(t, err)
+	_, err = stream.Recv()
+	assert.Equal(t, status.Code(err), codes.Internal, "%v", err)
+	assert.Check(t, strings.Contains(status.Convert(err).Message(), "StreamImages"), status.Convert(err).Message())
+	assert.Equal(t, len(panicEntries(hook)), 2)
+
+	// The daemon is still up: the next request on the same connection is answered.
+	v, err := runtime.Version(ctx, &runtimeapi.VersionRequest{})
+	assert.NilError(t, err)
+	assert.Equal(t, v.RuntimeName, "test")
+}
+
+func panicEntries(hook *logtest.Hook) []logrus.Entry {
+	var out []logrus.Entry
+	for _, e := range hook.AllEntries() {
+		if e.Level == logrus.ErrorLevel {
+			if _, ok := e.Data["stack"]; ok {
+				out = append(out, *e)
+			}
+		}
+	}
+	return out
 }
