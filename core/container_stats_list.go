@@ -3,11 +3,11 @@ package core
 import (
 	"context"
 
-	cerrdefs "github.com/containerd/errdefs"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
-// ListContainerStats samples the containers matching the filter.
+// ListContainerStats samples the containers matching the filter; a container removed
+// meanwhile, or whose stats fail, is left out (leaveOut).
 func (s *Service) ListContainerStats(ctx context.Context, req *runtimeapi.ListContainerStatsRequest) (*runtimeapi.ListContainerStatsResponse, error) {
 	f := req.GetFilter()
 	cs, err := s.listContainers(ctx, &runtimeapi.ContainerFilter{Id: f.GetId(), PodSandboxId: f.GetPodSandboxId(), LabelSelector: f.GetLabelSelector()})
@@ -17,10 +17,10 @@ func (s *Service) ListContainerStats(ctx context.Context, req *runtimeapi.ListCo
 	out := make([]*runtimeapi.ContainerStats, 0, len(cs))
 	for _, c := range cs {
 		st, _, err := s.containerStats(ctx, c.engine, c.cri.GetMetadata())
-		if cerrdefs.IsNotFound(err) {
-			continue // removed while listing
-		}
 		if err != nil {
+			if s.leaveOut(ctx, err, "container", c.engine.ID) {
+				continue // removed while listing, or its stats failed
+			}
 			return nil, err
 		}
 		out = append(out, st)

@@ -2,18 +2,22 @@ package core
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/google/go-cmp/cmp"
+	"github.com/sirupsen/logrus"
+	logtest "github.com/sirupsen/logrus/hooks/test"
 	"google.golang.org/protobuf/testing/protocmp"
 	"gotest.tools/v3/assert"
 	is "gotest.tools/v3/assert/cmp"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/dockpin/cri-dockerd/core/docker"
+	"github.com/dockpin/cri-dockerd/logctx"
 )
 
 // rtSample is a stats sample whose counters are multiples of n.
@@ -131,4 +135,53 @@ func TestListContainerStats(t *testing.T) {
 	assert.DeepEqual(t, keys(list(&runtimeapi.ContainerStatsFilter{Id: sql})), []string{sql})
 	assert.DeepEqual(t, keys(list(&runtimeapi.ContainerStatsFilter{LabelSelector: map[string]string{"tier": "front"}})), []string{app})
 	assert.Check(t, is.Len(list(&runtimeapi.ContainerStatsFilter{Id: web}), 0), "sandboxes are no containers")
+}
+
+// hookedCtx returns a context carrying a debug-level request logger and the hook
+// that records what it logs.
+func hookedCtx() (context.Context, *logtest.Hook) {
+	log, hook := logtest.NewNullLogger()
+	log.SetLevel(logrus.DebugLevel)
+	return logctx.With(context.Background(), log), hook
+}
+
+// logged reports whether hook has an entry at level whose field key is value.
+func logged(hook *logtest.Hook, level logrus.Level, key, value string) bool {
+	for _, e := range hook.AllEntries() {
+		if e.Level == level && e.Data[key] == value {
+			return true
+		}
+	}
+	return false
+}
+
+func TestListContainerStatsLeavesOutVanishedAndFailing(t *testing.T) {
+	env := newRTEnv(t)
+	sbCfg := rtSandboxConfig("web")
+	sbID := env.runSandbox(t, sbCfg)
+	ids := map[string]string{}
+	for _, name := range []string{"keep", "gone", "broken"} {
+		ids[name] = env.createContainer(t, sbID, sbCfg, rtContainerConfig(name))
+		env.startContainer(t, ids[name])
+		env.engine.SetStats(ids[name], rtSample(1, time.Now()))
+	}
+	// Removed between the list and its stats; its stats fail.
+	env.engine.RemoveBefore("ContainerStats", ids["gone"])
+	env.engine.InjectContainerError("ContainerStats", ids["broken"], fmt.Errorf("injected: %w", cerrdefs.ErrInternal))
+
+	ctx, hook := hookedCtx()
+	resp, err := env.svc.ListContainerStats(ctx, &runtimeapi.ListContainerStatsRequest{})
+	assert.NilError(t, err)
+	var got []string
+	for _, s := range resp.Stats {
+		got = append(got, s.Attributes.Id)
+	}
+	assert.DeepEqual(t, got, []string{ids["keep"]})
+	assert.Check(t, logged(hook, logrus.DebugLevel, "container", ids["gone"]), "%v", hook.AllEntries())
+	assert.Check(t, logged(hook, logrus.WarnLevel, "container", ids["broken"]), "%v", hook.AllEntries())
+
+	// An engine that cannot be reached fails the list: no empty answer.
+	env.engine.InjectContainerError("ContainerStats", ids["broken"], fmt.Errorf("injected: %w", cerrdefs.ErrUnavailable))
+	_, err = env.svc.ListContainerStats(ctx, &runtimeapi.ListContainerStatsRequest{})
+	assert.Check(t, cerrdefs.IsUnavailable(err), "got %v", err)
 }

@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -13,18 +14,24 @@ import (
 // PodSandboxStats samples a sandbox: its containers, their sum, and the pod's network
 // interfaces (upstream does not implement it).
 func (s *Service) PodSandboxStats(ctx context.Context, req *runtimeapi.PodSandboxStatsRequest) (*runtimeapi.PodSandboxStatsResponse, error) {
-	sb, err := s.sandboxInspect(ctx, req.GetPodSandboxId())
-	if err != nil {
-		return nil, err
-	}
-	st, err := s.sandboxStats(ctx, sb)
+	st, err := s.sandboxStatsByID(ctx, req.GetPodSandboxId())
 	if err != nil {
 		return nil, err
 	}
 	return &runtimeapi.PodSandboxStatsResponse{Stats: st}, nil
 }
 
-// sandboxStats samples a sandbox and its containers.
+// sandboxStatsByID samples sandbox id and its containers.
+func (s *Service) sandboxStatsByID(ctx context.Context, id string) (*runtimeapi.PodSandboxStats, error) {
+	sb, err := s.sandboxInspect(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return s.sandboxStats(ctx, sb)
+}
+
+// sandboxStats samples a sandbox and its containers; a container removed meanwhile
+// is left out, any other failure fails the whole sample (its totals would be wrong).
 func (s *Service) sandboxStats(ctx context.Context, sb docker.ContainerDetails) (*runtimeapi.PodSandboxStats, error) {
 	md, err := sandboxMetadata(sb.Container)
 	if err != nil {
@@ -40,7 +47,7 @@ func (s *Service) sandboxStats(ctx context.Context, sb docker.ContainerDetails) 
 	}
 	total, err := s.docker.ContainerStats(ctx, sb.ID)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("stats of pod sandbox %s: %w", sb.ID, err)
 	}
 	cs, err := s.listContainers(ctx, &runtimeapi.ContainerFilter{PodSandboxId: sb.ID})
 	if err != nil {
@@ -49,6 +56,7 @@ func (s *Service) sandboxStats(ctx context.Context, sb docker.ContainerDetails) 
 	for _, c := range cs {
 		st, sample, err := s.containerStats(ctx, c.engine, c.cri.GetMetadata())
 		if cerrdefs.IsNotFound(err) {
+			s.logger(ctx).WithError(err).WithField("container", c.engine.ID).Debug("leaving out a container that is gone from its pod's stats")
 			continue
 		}
 		if err != nil {

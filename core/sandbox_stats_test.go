@@ -2,11 +2,13 @@ package core
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/google/go-cmp/cmp"
+	"github.com/sirupsen/logrus"
 	"google.golang.org/protobuf/testing/protocmp"
 	"gotest.tools/v3/assert"
 	is "gotest.tools/v3/assert/cmp"
@@ -131,4 +133,47 @@ func TestListPodSandboxStats(t *testing.T) {
 	assert.Equal(t, len(byLabel), 1)
 	assert.Check(t, byLabel[web] != nil)
 	assert.Check(t, is.Len(list(&runtimeapi.PodSandboxStatsFilter{Id: app}), 0))
+}
+
+func TestListPodSandboxStatsLeavesOutVanishedAndFailing(t *testing.T) {
+	env := newRTEnv(t)
+	ids := map[string]string{}
+	var brokenApp string
+	for _, name := range []string{"keep", "gone", "vanishing", "broken"} {
+		cfg := rtSandboxConfig(name)
+		ids[name] = env.runSandbox(t, cfg)
+		env.engine.SetStats(ids[name], rtSample(1, time.Now()))
+		app := env.createContainer(t, ids[name], cfg, rtContainerConfig("app"))
+		env.startContainer(t, app)
+		if name == "broken" {
+			brokenApp = app
+		}
+	}
+	// Removed between the list and its inspection; removed between its inspection
+	// and its stats; one of its containers' stats fail.
+	env.engine.RemoveBefore("InspectContainer", ids["gone"])
+	env.engine.RemoveBefore("ContainerStats", ids["vanishing"])
+	env.engine.InjectContainerError("ContainerStats", brokenApp, fmt.Errorf("injected: %w", cerrdefs.ErrInternal))
+
+	ctx, hook := hookedCtx()
+	resp, err := env.svc.ListPodSandboxStats(ctx, &runtimeapi.ListPodSandboxStatsRequest{})
+	assert.NilError(t, err)
+	var got []string
+	for _, s := range resp.Stats {
+		got = append(got, s.Attributes.Id)
+	}
+	assert.DeepEqual(t, got, []string{ids["keep"]})
+	assert.Check(t, is.Len(resp.Stats[0].GetLinux().GetContainers(), 1))
+	for _, gone := range []string{ids["gone"], ids["vanishing"]} {
+		assert.Check(t, logged(hook, logrus.DebugLevel, "sandbox", gone), "%v", hook.AllEntries())
+	}
+	assert.Check(t, logged(hook, logrus.WarnLevel, "sandbox", ids["broken"]), "%v", hook.AllEntries())
+
+	// The single RPC still reports the failure.
+	_, err = env.svc.PodSandboxStats(ctx, &runtimeapi.PodSandboxStatsRequest{PodSandboxId: ids["broken"]})
+	assert.Check(t, cerrdefs.IsInternal(err), "got %v", err)
+	// An engine that cannot be reached fails the list: no empty answer.
+	env.engine.InjectContainerError("ContainerStats", brokenApp, fmt.Errorf("injected: %w", cerrdefs.ErrUnavailable))
+	_, err = env.svc.ListPodSandboxStats(ctx, &runtimeapi.ListPodSandboxStatsRequest{})
+	assert.Check(t, cerrdefs.IsUnavailable(err), "got %v", err)
 }

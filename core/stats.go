@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/dockpin/cri-dockerd/core/docker"
@@ -30,6 +31,26 @@ func (s *Service) containerStats(ctx context.Context, c docker.Container, md *ru
 	out.Cpu = cpuUsage(st)
 	out.Memory = memoryUsage(st)
 	return out, st, nil
+}
+
+// leaveOut decides what err, met sampling one item (a container or a pod sandbox,
+// kind, with id) of a stats list, does to the list. An item that vanished meanwhile
+// (NotFound) or whose sampling failed is left out, logged, and true returned: one
+// item's trouble must not fail the whole list, as kubelet then has no stats at all.
+// It returns false, and the list fails with err, when the request itself has ended
+// or the engine cannot be reached: then no item could be sampled, and an empty list
+// would claim there is nothing to report.
+func (s *Service) leaveOut(ctx context.Context, err error, kind, id string) bool {
+	if ctx.Err() != nil || cerrdefs.IsUnavailable(err) {
+		return false
+	}
+	log := s.logger(ctx).WithError(err).WithField(kind, id)
+	if cerrdefs.IsNotFound(err) {
+		log.Debug("leaving out the stats of a " + kind + " that is gone")
+	} else {
+		log.Warn("leaving out the stats of a " + kind + " that cannot be sampled")
+	}
+	return true
 }
 
 func cpuUsage(st docker.ContainerStats) *runtimeapi.CpuUsage {

@@ -307,10 +307,14 @@ func (f *Fake) SetPid(id string, pid int) {
 }
 
 // checkedContainer does what every container method does first, with f.mu held: the
-// injected error or outage for method, then the lookup of id, NotFound (naming op)
-// when there is no such container.
+// injected error or outage for method, then the fault set for method on container id
+// (faults.go), then the lookup of id, NotFound (naming op) when there is no such
+// container.
 func (f *Fake) checkedContainer(ctx context.Context, method, op, id string) (*fakeContainer, error) {
 	if err := f.check(ctx, method); err != nil {
+		return nil, err
+	}
+	if err := f.containerFault(method, id); err != nil {
 		return nil, err
 	}
 	c := f.container(id)

@@ -42,6 +42,8 @@ type Fake struct {
 	logRequests   map[string][]docker.LogsOptions                  // ContainerLogs calls per container reference
 	logChunk      int                                              // SetLogChunkSize
 	sinceIgnored  bool                                             // SetLogSinceIgnored
+
+	faults map[containerCall]containerFault // per-container faults (faults.go)
 }
 
 var _ docker.Client = (*Fake)(nil)
