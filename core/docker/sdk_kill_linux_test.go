@@ -6,8 +6,10 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os/exec"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -96,4 +98,91 @@ func TestExecKillIgnoresExitedProcess(t *testing.T) {
 	_, err := c.Exec(ctx, "abc", ExecOptions{Cmd: []string{"true"}})
 	assert.Assert(t, errors.Is(err, context.Canceled), "%v", err)
 	assert.Assert(t, !strings.Contains(err.Error(), "kill"), err.Error())
+}
+
+// A process that closed its stdout and stderr and runs on (sh -c 'exec >&- 2>&-;
+// sleep 1000'): its output stream ends, and Exec waits for it to exit. When ctx ends
+// meanwhile (ExecSync's timeout, the client gone), the process is killed, Exec closes
+// the hijacked connection, and no goroutine of the relay is left: the stdin copy
+// ends as soon as the caller's stdin does (the streaming server ends it when Exec
+// returns; a Read blocked in it cannot be interrupted).
+func TestExecOutputClosedProcessRunsOnContextEnds(t *testing.T) {
+	for _, withStdin := range []bool{false, true} {
+		t.Run(fmt.Sprintf("stdin=%v", withStdin), func(t *testing.T) {
+			proc := exec.Command("sleep", "60")
+			assert.NilError(t, proc.Start())
+			waited := make(chan error, 1)
+			go func() { waited <- proc.Wait() }()
+			t.Cleanup(func() { _ = proc.Process.Kill() })
+
+			e := &execEngine{endOutput: true, running: 1 << 30, pid: proc.Process.Pid, output: func(_ []byte, stdout, _ io.Writer) {
+				_, _ = io.WriteString(stdout, "started\n")
+			}}
+			c := e.client(t)
+			c.inContainer = func(pid int, _ string) bool { return pid == proc.Process.Pid }
+			opts := ExecOptions{Cmd: []string{"sh", "-c", "exec >&- 2>&-; sleep 1000"}}
+			var stdout syncBuffer
+			opts.Stdout = &stdout
+			// The caller's stdin stays open and silent until the caller ends it.
+			stdinR, stdinW := io.Pipe()
+			if withStdin {
+				opts.Stdin = stdinR
+			}
+			// ctx ends (the client goes away) once Exec, its output over, has found
+			// the process running twice.
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			go func() {
+				defer cancel()
+				for ctx.Err() == nil {
+					e.mu.Lock()
+					polled := e.inspect
+					e.mu.Unlock()
+					if polled >= 2 {
+						return
+					}
+					time.Sleep(time.Millisecond)
+				}
+			}()
+			code, err := c.Exec(ctx, "abc", opts)
+			assert.Equal(t, code, -1)
+			assert.Assert(t, errors.Is(err, context.Canceled), "%v", err)
+			assert.Equal(t, stdout.String(), "started\n")
+
+			select {
+			case err := <-waited:
+				var exitErr *exec.ExitError
+				assert.Assert(t, errors.As(err, &exitErr))
+				ws, ok := exitErr.Sys().(syscall.WaitStatus)
+				assert.Assert(t, ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL, "%v", err)
+			case <-time.After(10 * time.Second):
+				t.Fatal("the exec's process was not killed")
+			}
+			// The engine reads until the client closes the connection: stdin has not
+			// ended (no close-write), so only Exec's close ends it.
+			select {
+			case <-e.done:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the hijacked connection stayed open")
+			}
+			_ = stdinW.Close() // as the streaming server does once Exec returned
+			waitNoGoroutine(t, "docker.hijackedSession.relay")
+		})
+	}
+}
+
+// waitNoGoroutine waits until no goroutine's stack has fn in it, failing the test
+// when one is still there after a generous while.
+func waitNoGoroutine(t *testing.T, fn string) {
+	t.Helper()
+	buf := make([]byte, 1<<20)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		stacks := string(buf[:runtime.Stack(buf, true)])
+		if !strings.Contains(stacks, fn) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a goroutine in %s is left:\n%s", fn, stacks)
+		}
+	}
 }

@@ -33,6 +33,10 @@ const resizeRetryInterval = 20 * time.Millisecond
 // DeadlineExceeded or Canceled error returned. Output is copied while stdin is still
 // open, and the end of opts.Stdin closes the process's stdin. With Tty, the sizes
 // from opts.Resize are applied until Exec returns; it reads no more of them then.
+// A process that closed its output and runs on is waited for until it exits or ctx
+// ends (then it is killed). Exec closes the hijacked connection before it returns;
+// a stdin copy blocked in a Read of opts.Stdin cannot be interrupted and outlives
+// Exec until that Read returns (a write then fails on the closed connection).
 func (c *SDKClient) Exec(ctx context.Context, id string, opts ExecOptions) (int, error) {
 	op := "exec in container " + id
 	created, err := c.api.ContainerExecCreate(ctx, id, container.ExecOptions{

@@ -23,8 +23,10 @@ import (
 // execEngine is a fake engine that runs one exec "e1" in container "abc": the
 // attach hijacks the connection like the engine (HTTP 101, Upgrade: tcp), reads
 // stdin to its end when asked to, and then sends what output writes (or, with
-// session, runs it with stdin as it comes); inspect reports running for running
-// polls, then exitCode, with pid; resize records the sizes asked for.
+// session, runs it with stdin as it comes); with endOutput it then ends the output
+// stream and keeps the connection until the client closes it; inspect reports
+// running for running polls, then exitCode, with pid; resize records the sizes
+// asked for.
 type execEngine struct {
 	tty      bool
 	withIn   bool
@@ -35,6 +37,10 @@ type execEngine struct {
 	exitCode int
 	pid      int
 	resizes  resizeLog
+	// endOutput ends the output stream after the output (close-write: the client
+	// reads EOF) and keeps the connection until the client closes it, as for a
+	// process that closed its stdout and stderr and runs on.
+	endOutput bool
 
 	mu      sync.Mutex
 	created container.ExecOptions
@@ -83,7 +89,12 @@ func (e *execEngine) attach(w http.ResponseWriter, r *http.Request) {
 	case e.withIn:
 		_, _ = io.Copy(io.Discard, stdin)
 	}
-	if e.hold {
+	if e.endOutput {
+		if cw, ok := conn.(interface{ CloseWrite() error }); ok {
+			_ = cw.CloseWrite()
+		}
+	}
+	if e.hold || e.endOutput {
 		_, _ = io.Copy(io.Discard, stdin) // until the client closes the connection
 	}
 }
