@@ -177,6 +177,9 @@ stop() {
   done
   stop_pidfile "$PROXY_PID" regproxy 10
   "$HACK_DIR/registry.sh" stop
+  # Last, every pod gone with its engine: the pods' host-local state and the CNI bridge with its route
+  # (unless another of our stacks still uses it); fails when they are left behind.
+  "$HACK_DIR/cni.sh" teardown "$CRITEST_OUT/cri-classic/ipam" "$CRITEST_OUT/cri-containerd/ipam"
 }
 
 case ${1:-} in

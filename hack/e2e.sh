@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # hack/e2e.sh — the end-to-end suite: installs what it needs (apt packages, the engine and
-# tools, cached), then runs `go test -tags e2e ./e2e/` once per image store in E2E_STORES.
+# tools, cached), then runs `go test -tags e2e ./e2e/` once per image store in E2E_STORES, and fails
+# when the pods' CNI bridge or a route into its subnet is left behind (hack/cni.sh teardown).
 # Usage: CRI_DOCKERD_BIN=_output/cri-dockerd E2E_STORES="classic containerd" hack/e2e.sh
 set -euo pipefail
 # shellcheck source=hack/lib.sh
@@ -21,7 +22,16 @@ for store in $stores; do
   fi
 done
 hack/registry.sh stop >/dev/null 2>&1 || true
+# The pod tests' shims used the CNI bridge (hack/cni.sh; their host-local state was in the tests' temp
+# dirs); every pod went with its engine (TestMain stops it). The host must be left as the suite found it.
+network_left=0
+if [[ ${E2E_KEEP:-} == 1 ]]; then
+  log "E2E_KEEP=1: leaving the CNI bridge in place with the stack"
+elif ! hack/cni.sh teardown; then
+  network_left=1
+fi
 if ((${#failed[@]})); then
   die "e2e failed for store(s): ${failed[*]}"
 fi
+((!network_left)) || die "e2e passed for store(s) $stores, but left the CNI bridge or a route into its subnet behind (see above)"
 log "e2e passed for store(s): $stores"
