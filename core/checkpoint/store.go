@@ -46,7 +46,7 @@ func (s *Store) Write(id string, c *Checkpoint) error {
 	if c == nil || c.Data == nil {
 		return fmt.Errorf("checkpoint of sandbox %q has no data: %w", id, cerrdefs.ErrInvalidArgument)
 	}
-	b, err := json.Marshal(c)
+	b, err := encode(c)
 	if err != nil {
 		return fmt.Errorf("encode checkpoint of sandbox %q: %w", id, err)
 	}
@@ -120,12 +120,27 @@ func (s *Store) Read(id string) (*Checkpoint, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read checkpoint %s: %w", path, err)
 	}
+	c, err := decode(b)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint %s: %w", path, err)
+	}
+	return c, nil
+}
+
+// encode returns the file content of c: its JSON, fields in upstream's order.
+func encode(c *Checkpoint) ([]byte, error) {
+	return json.Marshal(c)
+}
+
+// decode parses the file content of a checkpoint and verifies its checksum; content
+// that does not parse, lacks data or fails its checksum is an errdefs.ErrDataLoss.
+func decode(b []byte) (*Checkpoint, error) {
 	var c Checkpoint
 	if err := json.Unmarshal(b, &c); err != nil {
-		return nil, fmt.Errorf("parse checkpoint %s: %w: %w", path, err, cerrdefs.ErrDataLoss)
+		return nil, fmt.Errorf("parse: %w: %w", err, cerrdefs.ErrDataLoss)
 	}
 	if err := c.Verify(); err != nil {
-		return nil, fmt.Errorf("verify checkpoint %s: %w", path, err)
+		return nil, fmt.Errorf("verify: %w", err)
 	}
 	return &c, nil
 }
