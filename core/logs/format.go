@@ -179,7 +179,7 @@ func (p *lineParser) feedPrefix(b []byte) []byte {
 	}
 	p.prefix = append(p.prefix, b[:i]...)
 	if b[i] == ' ' && len(p.prefix) <= maxPrefixLen {
-		if ts, err := time.Parse(time.RFC3339Nano, string(p.prefix)); err == nil {
+		if ts, ok := parseEngineTime(p.prefix); ok {
 			p.prefix = p.prefix[:0]
 			p.startMessage(ts)
 			return b[i+1:]
@@ -294,8 +294,8 @@ func (p *lineParser) feedPeek(b []byte) []byte {
 	for i, c := range b {
 		if c == ' ' {
 			p.prefix = append(p.prefix, b[:i]...)
-			ts, err := time.Parse(time.RFC3339Nano, string(p.prefix))
-			if err == nil && !ts.Before(p.ts) {
+			ts, ok := parseEngineTime(p.prefix)
+			if ok && !ts.Before(p.ts) {
 				// The engine cut the line here: what we have is a partial chunk.
 				p.prefix = p.prefix[:0]
 				p.emitPartial()
@@ -322,6 +322,20 @@ func (p *lineParser) peekFailed() {
 	p.peeked = true
 	p.state = stateContent
 	p.feed(rest)
+}
+
+// parseEngineTime parses the timestamp prefix of an engine message. A time that is
+// not in the years 0000-9999 once in UTC (an offset can move "0000-01-01T00:00:00+01:00"
+// into year -1) is refused: its CRI line could not be parsed back.
+func parseEngineTime(b []byte) (time.Time, bool) {
+	ts, err := time.Parse(time.RFC3339Nano, string(b))
+	if err != nil {
+		return time.Time{}, false
+	}
+	if y := ts.UTC().Year(); y < 0 || y > 9999 {
+		return time.Time{}, false
+	}
+	return ts, true
 }
 
 func isTimestampByte(c byte) bool {
