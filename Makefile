@@ -11,6 +11,8 @@ LDFLAGS   := -X github.com/dockpin/cri-dockerd/cmd/cri-dockerd/app.version=$(VER
              -X github.com/dockpin/cri-dockerd/cmd/cri-dockerd/app.gitCommit=$(COMMIT)
 # Image stores the e2e suite runs against (both by default).
 E2E_STORES ?= classic containerd
+# How long `make fuzz` runs each fuzz target.
+FUZZTIME ?= 60s
 
 .DEFAULT_GOAL := help
 
@@ -28,6 +30,14 @@ test: unit e2e critest ## unit tests with -race, the end-to-end suite and crites
 .PHONY: unit
 unit: ## unit tests with the race detector
 	go test -race -count=1 ./...
+
+.PHONY: fuzz
+fuzz: ## each Go fuzz target for FUZZTIME (default 60s), one after another, with go's execs counts
+	FUZZTIME=$(FUZZTIME) hack/fuzz.sh
+
+.PHONY: fuzz-ci
+fuzz-ci: ## each Go fuzz target for 5s: what CI runs after verify
+	FUZZTIME=5s hack/fuzz.sh
 
 .PHONY: e2e
 e2e: build ## end-to-end suite: real engine (each store in E2E_STORES), our binary, crictl
