@@ -99,7 +99,9 @@ func parsePrefix(prefix string) (Pattern, error) {
 // and "busybox" becomes both "docker.io/library/busybox" and "docker.io/busybox".
 func prefixCandidates(prefix string) []string {
 	first, rest, hasSlash := strings.Cut(prefix, "/")
-	isDomain := strings.ContainsAny(first, ".:") || first == "localhost"
+	// As distribution decides it: a first component with "." or ":", "localhost", or
+	// with upper case (never a Docker Hub namespace) is a registry host.
+	isDomain := strings.ContainsAny(first, ".:") || first == "localhost" || strings.ToLower(first) != first
 	switch {
 	case hasSlash && first == "index.docker.io":
 		return []string{"docker.io/" + rest}

@@ -150,6 +150,7 @@ func TestPrefixCandidates(t *testing.T) {
 		{"busybox", []string{"docker.io/library/busybox", "docker.io/busybox"}},
 		{"registry.k8s.io", []string{"docker.io/library/registry.k8s.io", "docker.io/registry.k8s.io", "registry.k8s.io"}},
 		{"index.docker.io/library/x", []string{"docker.io/library/x"}},
+		{"MyHost/app", []string{"MyHost/app"}},
 	}
 	for _, tc := range tests {
 		assert.DeepEqual(t, prefixCandidates(tc.prefix), tc.want)
