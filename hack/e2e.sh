@@ -2,7 +2,7 @@
 # hack/e2e.sh — the end-to-end suite: installs what it needs (apt packages, the engine and
 # tools, cached), then runs `go test -tags e2e ./e2e/` once per image store in E2E_STORES, and fails
 # when the pods' CNI bridge or a route into its subnet is left behind (hack/cni.sh teardown).
-# Usage: CRI_DOCKERD_BIN=_output/cri-dockerd E2E_STORES="classic containerd" hack/e2e.sh
+# Usage: CRI_DOCKERD_BIN=_output/cri-dockerd E2E_STORES="classic containerd" [E2E_RUN=regexp] hack/e2e.sh
 set -euo pipefail
 # shellcheck source=hack/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -17,7 +17,7 @@ hack/install-tools.sh crictl registry >/dev/null
 failed=()
 for store in $stores; do
   log "e2e: image store $store"
-  if ! E2E_STORE=$store CRI_DOCKERD_BIN=$CRI_DOCKERD_BIN go test -tags e2e -count=1 -timeout 30m -v ./e2e/; then
+  if ! E2E_STORE=$store CRI_DOCKERD_BIN=$CRI_DOCKERD_BIN go test -tags e2e -count=1 -timeout 30m -v ${E2E_RUN:+-run "$E2E_RUN"} ./e2e/; then
     failed+=("$store")
   fi
 done
