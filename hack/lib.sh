@@ -16,12 +16,14 @@ HACK_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 : "${REGISTRY_VERSION:=v3.1.2}"            # github.com/distribution/distribution/v3
 : "${GOLANGCI_LINT_VERSION:=v2.15.0}"      # github.com/golangci/golangci-lint/v2
 : "${GOVULNCHECK_VERSION:=v1.9.0}"         # golang.org/x/vuln
+: "${KUBELET_VERSION:=v1.37.2}"           # k8s.io/kubernetes (the node e2e suite's kubelet)
 : "${VULNDB_VERSION:=v0.0.0-20261105234957-e22db6528018}" # golang.org/x/vulndb (OSV data and cmd/indexdb)
 
 : "${DOCKPIN_CACHE:=/var/cache/dockpin}"
 : "${ENGINE_BIN:=$DOCKPIN_CACHE/engine/moby-${MOBY_VERSION}_containerd-${CONTAINERD_VERSION}_runc-${RUNC_VERSION}/bin}"
 : "${TOOLS_BIN:=$DOCKPIN_CACHE/tools/bin}"
-export DOCKPIN_CACHE ENGINE_BIN TOOLS_BIN
+: "${KUBELET_BIN:=$DOCKPIN_CACHE/kubelet/$KUBELET_VERSION/kubelet}"
+export DOCKPIN_CACHE ENGINE_BIN TOOLS_BIN KUBELET_BIN
 
 export GOFLAGS=-modcacherw GOTOOLCHAIN=local
 if ! command -v go >/dev/null 2>&1 && [[ -x /usr/local/go/bin/go ]]; then
