@@ -41,7 +41,9 @@ out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 rc=0
 "$TOOLS_BIN/govulncheck" -db "file://$VULNDB_DIR" "$@" >"$out" || rc=$?
-cat "$out"
+# The whole report (call stacks) only when something is wrong; else its summary lines.
+if ((rc != 0 && rc != 3)); then cat "$out"; fi
+grep -E '^(Vulnerability #[0-9]+:|Your code is affected|This scan also found|No vulnerabilities found)' "$out" || true
 # 3 is govulncheck's "vulnerabilities found"; anything else non-zero is a failure to run.
 ((rc == 0 || rc == 3)) || die "govulncheck failed (exit $rc)"
 accepted=$HACK_DIR/govulncheck-accepted.txt
@@ -53,6 +55,7 @@ new=$(comm -23 <(printf '%s\n' "${found[@]}" | sed '/^$/d') <(printf '%s\n' "${o
 stale=$(comm -13 <(printf '%s\n' "${found[@]}" | sed '/^$/d') <(printf '%s\n' "${ok[@]}"))
 [[ -z $stale ]] || log "no longer reported, remove from $(basename "$accepted"): $(echo "$stale" | tr '\n' ' ')"
 if [[ -n $new ]]; then
+  cat "$out"
   die "reachable vulnerabilities not in $(basename "$accepted"): $(echo "$new" | tr '\n' ' ')"
 fi
 log "govulncheck: ${#found[@]} reachable, all accepted in $(basename "$accepted") with their reasons"
