@@ -7,6 +7,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+
+	"github.com/google/renameio/v2"
 )
 
 // stateStore keeps pin state that must outlive the process (the last good snapshot of
@@ -34,27 +36,20 @@ func (s stateStore) save(name string, v any) error {
 	return s.saveBytes(name, b)
 }
 
+// saveBytes replaces the state called name with b, mode 0600 whatever the mode of
+// the file it replaces (hence not renameio.WriteFile, which keeps an existing
+// file's mode), and syncs the directory, which renameio leaves to its callers.
 func (s stateStore) saveBytes(name string, b []byte) error {
 	if err := os.MkdirAll(s.dir, 0o700); err != nil {
 		return fmt.Errorf("pin state directory: %w", err)
 	}
-	tmp, err := os.CreateTemp(s.dir, "."+name+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("write pin state %s: %w", name, err)
-	}
-	defer func() { _ = os.Remove(tmp.Name()) }() // gone after the rename; removes a failed write
-	_, err = tmp.Write(b)
+	f, err := renameio.NewPendingFile(s.path(name), renameio.WithTempDir(s.dir), renameio.WithStaticPermissions(stateFileMode))
 	if err == nil {
-		err = tmp.Chmod(stateFileMode)
+		defer func() { _ = f.Cleanup() }() // removes a failed write; nothing after the rename
+		_, err = f.Write(b)
 	}
 	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), s.path(name))
+		err = f.CloseAtomicallyReplace()
 	}
 	if err != nil {
 		return fmt.Errorf("write pin state %s: %w", name, err)

@@ -10,12 +10,8 @@ import (
 	"strings"
 
 	cerrdefs "github.com/containerd/errdefs"
+	"github.com/google/renameio/v2"
 )
-
-// tmpPrefix starts the names of the temporary files Write creates. Sandbox ids
-// never start with "." (Write refuses them), so List can skip every hidden file,
-// ours and any left by upstream.
-const tmpPrefix = ".tmp-"
 
 // Store keeps one checkpoint file per sandbox in <root>/sandbox, the layout
 // upstream cri-dockerd uses. It holds no state besides the directory, so it is
@@ -51,40 +47,28 @@ func (s *Store) Write(id string, c *Checkpoint) error {
 		return fmt.Errorf("encode checkpoint of sandbox %q: %w", id, err)
 	}
 	path := filepath.Join(s.dir, id)
-	if err := writeFileAtomic(path, tmpPrefix+id+"-*", b); err != nil {
+	if err := writeFile(path, b); err != nil {
 		return fmt.Errorf("write checkpoint %s: %w", path, err)
 	}
 	return nil
 }
 
-// writeFileAtomic replaces path with a file holding b, mode 0600, through a
-// temporary file named after pattern in the same directory.
-func writeFileAtomic(path, pattern string, b []byte) (err error) {
+// writeFile replaces path with a file holding b through a synced temporary file
+// in the same directory (named "."+id+digits, so hidden from List), then syncs
+// the directory, which renameio leaves to its callers. The file is 0600 whatever
+// the mode of the one it replaces (upstream wrote 0644): hence not
+// renameio.WriteFile, which keeps an existing file's mode.
+func writeFile(path string, b []byte) error {
 	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, pattern) // mode 0600
+	f, err := renameio.NewPendingFile(path, renameio.WithTempDir(dir), renameio.WithStaticPermissions(0o600))
 	if err != nil {
 		return err
 	}
-	tmp := f.Name()
-	defer func() {
-		if err != nil {
-			_ = f.Close() // may already be closed; the write error is what matters
-			_ = os.Remove(tmp)
-		}
-	}()
-	if err = f.Chmod(0o600); err != nil {
+	defer func() { _ = f.Cleanup() }() // removes the temporary file of a failed write; nothing after the rename
+	if _, err := f.Write(b); err != nil {
 		return err
 	}
-	if _, err = f.Write(b); err != nil {
-		return err
-	}
-	if err = f.Sync(); err != nil {
-		return err
-	}
-	if err = f.Close(); err != nil {
-		return err
-	}
-	if err = os.Rename(tmp, path); err != nil {
+	if err := f.CloseAtomicallyReplace(); err != nil {
 		return err
 	}
 	return syncDir(dir)

@@ -53,12 +53,17 @@ func TestWriteRead(t *testing.T) {
 	assert.NilError(t, err)
 	assert.Equal(t, fi.Mode(), os.FileMode(0o600))
 
-	// Overwriting replaces the content and leaves no temporary file behind.
+	// Overwriting replaces the content and leaves no temporary file behind; a
+	// file upstream wrote with mode 0644 becomes 0600.
+	assert.NilError(t, os.Chmod(filepath.Join(s.dir, sandboxID), 0o644))
 	c2 := New("nginx", "default", &Data{})
 	assert.NilError(t, s.Write(sandboxID, c2))
 	got, err = s.Read(sandboxID)
 	assert.NilError(t, err)
 	assert.DeepEqual(t, got, c2)
+	fi, err = os.Stat(filepath.Join(s.dir, sandboxID))
+	assert.NilError(t, err)
+	assert.Equal(t, fi.Mode(), os.FileMode(0o600))
 	entries, err := os.ReadDir(s.dir)
 	assert.NilError(t, err)
 	assert.Equal(t, len(entries), 1)
@@ -139,7 +144,8 @@ func TestList(t *testing.T) {
 	// A corrupt checkpoint is still listed: the caller decides what to do.
 	assert.NilError(t, os.WriteFile(filepath.Join(s.dir, "c"), []byte("garbage"), 0o600))
 	// Leftover temporary files, other hidden files and directories are not.
-	assert.NilError(t, os.WriteFile(filepath.Join(s.dir, tmpPrefix+"a-123"), nil, 0o600))
+	assert.NilError(t, os.WriteFile(filepath.Join(s.dir, ".a5577006791947779410"), nil, 0o600))
+	assert.NilError(t, os.WriteFile(filepath.Join(s.dir, ".tmp-a-123"), nil, 0o600)) // named by earlier versions
 	assert.NilError(t, os.WriteFile(filepath.Join(s.dir, ".hidden"), nil, 0o600))
 	assert.NilError(t, os.Mkdir(filepath.Join(s.dir, "subdir"), 0o700))
 

@@ -11,6 +11,7 @@ import (
 	"sync"
 
 	"github.com/containerd/errdefs"
+	"github.com/google/renameio/v2"
 )
 
 // records are the log files chosen for containers (CreateContainer's log directory
@@ -109,7 +110,8 @@ func (r *records) get(id string) (LogFile, bool) {
 	return lf, ok
 }
 
-// writeRecord writes one record atomically (temporary file, rename).
+// writeRecord writes one record atomically (synced temporary file in dir, rename),
+// mode 0600.
 func writeRecord(dir, id string, lf LogFile) error {
 	b, err := json.Marshal(lf)
 	if err != nil {
@@ -118,19 +120,7 @@ func writeRecord(dir, id string, lf LogFile) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("log records: %w", err)
 	}
-	tmp, err := os.CreateTemp(dir, "."+id+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("log record of container %s: %w", id, err)
-	}
-	defer func() { _ = os.Remove(tmp.Name()) }() // gone after the rename
-	_, err = tmp.Write(b)
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), filepath.Join(dir, id+".json"))
-	}
-	if err != nil {
+	if err := renameio.WriteFile(filepath.Join(dir, id+".json"), b, 0o600, renameio.WithTempDir(dir)); err != nil {
 		return fmt.Errorf("log record of container %s: %w", id, err)
 	}
 	return nil
