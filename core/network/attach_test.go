@@ -30,6 +30,24 @@ func testPod(t *testing.T, id string) PodNetwork {
 	}
 }
 
+// newListEnv is a fake environment with the bridge, portmap and bandwidth plugins
+// (and any extra ones) whose one config is bridgePortmapList.
+func newListEnv(t *testing.T, extra ...string) *fakeEnv {
+	t.Helper()
+	e := newFakeEnv(t, append([]string{"bridge", "portmap", "bandwidth"}, extra...)...)
+	e.writeConf(t, "10-list.conflist", bridgePortmapList)
+	return e
+}
+
+// setUpPod sets up the network of testPod(t, id) with m and returns the pod.
+func setUpPod(t *testing.T, m *Manager, id string) PodNetwork {
+	t.Helper()
+	pn := testPod(t, id)
+	_, err := m.SetUp(context.Background(), pn)
+	assert.NilError(t, err)
+	return pn
+}
+
 func runtimeConfig(t *testing.T, c call) string {
 	t.Helper()
 	rc, ok := c.Stdin["runtimeConfig"]
@@ -42,8 +60,7 @@ func runtimeConfig(t *testing.T, c call) string {
 }
 
 func TestSetUpAndTearDown(t *testing.T) {
-	e := newFakeEnv(t, "bridge", "portmap", "bandwidth")
-	e.writeConf(t, "10-list.conflist", bridgePortmapList)
+	e := newListEnv(t)
 	m := e.manager(t)
 	ctx := context.Background()
 	pn := testPod(t, "sandbox1")
@@ -106,13 +123,10 @@ func TestSetUpAndTearDown(t *testing.T) {
 }
 
 func TestTearDownGoneNetNS(t *testing.T) {
-	e := newFakeEnv(t, "bridge", "portmap", "bandwidth")
-	e.writeConf(t, "10-list.conflist", bridgePortmapList)
+	e := newListEnv(t)
 	m := e.manager(t)
 	ctx := context.Background()
-	pn := testPod(t, "sandbox1")
-	_, err := m.SetUp(ctx, pn)
-	assert.NilError(t, err)
+	pn := setUpPod(t, m, "sandbox1")
 
 	assert.NilError(t, os.Remove(pn.NetNS)) // the pause container is gone
 	e.resetCalls(t)
@@ -129,13 +143,10 @@ func TestTearDownGoneNetNS(t *testing.T) {
 }
 
 func TestTearDownUsesCachedConfig(t *testing.T) {
-	e := newFakeEnv(t, "bridge", "portmap", "bandwidth", "ptp")
-	e.writeConf(t, "10-list.conflist", bridgePortmapList)
+	e := newListEnv(t, "ptp")
 	m := e.manager(t)
 	ctx := context.Background()
-	pn := testPod(t, "sandbox1")
-	_, err := m.SetUp(ctx, pn)
-	assert.NilError(t, err)
+	pn := setUpPod(t, m, "sandbox1")
 
 	// The operator switches networks while the pod runs.
 	assert.NilError(t, os.Remove(filepath.Join(e.confDir, "10-list.conflist")))
@@ -151,8 +162,7 @@ func TestTearDownUsesCachedConfig(t *testing.T) {
 	assert.Check(t, is.Equal(calls[2].Stdin["name"], "testnet"))
 
 	// Without any configuration, the cache still allows the DEL.
-	_, err = m.SetUp(ctx, testPod(t, "sandbox2"))
-	assert.NilError(t, err)
+	setUpPod(t, m, "sandbox2")
 	assert.NilError(t, os.Remove(filepath.Join(e.confDir, "20-other.conflist")))
 	assert.Check(t, m.Status(ctx) != nil)
 	e.resetCalls(t)
@@ -162,7 +172,7 @@ func TestTearDownUsesCachedConfig(t *testing.T) {
 	// With neither, TearDown cannot know what to delete. While the namespace lives the
 	// caller must retry; once it is gone nothing findable is left, and the sandbox's
 	// cleanup must not wait for a config to come back.
-	err = m.TearDown(ctx, testPod(t, "sandbox3"))
+	err := m.TearDown(ctx, testPod(t, "sandbox3"))
 	assert.Check(t, cerrdefs.IsFailedPrecondition(err), "%v", err)
 	assert.Check(t, is.ErrorContains(err, "tear down network of sandbox sandbox3: no network config found"))
 	gone := testPod(t, "sandbox3")
@@ -231,8 +241,7 @@ func TestSetUpFailure(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			e := newFakeEnv(t, "bridge", "portmap", "bandwidth")
-			e.writeConf(t, "10-list.conflist", bridgePortmapList)
+			e := newListEnv(t)
 			e.fail(t, tt.plugin, "ADD", tt.output)
 			m := e.manager(t)
 			ctx := context.Background()
@@ -255,17 +264,14 @@ func TestSetUpFailure(t *testing.T) {
 }
 
 func TestTearDownFailure(t *testing.T) {
-	e := newFakeEnv(t, "bridge", "portmap", "bandwidth")
-	e.writeConf(t, "10-list.conflist", bridgePortmapList)
+	e := newListEnv(t)
 	m := e.manager(t)
 	ctx := context.Background()
-	pn := testPod(t, "sb")
-	_, err := m.SetUp(ctx, pn)
-	assert.NilError(t, err)
+	pn := setUpPod(t, m, "sb")
 
 	e.fail(t, "bridge", "DEL", `{"cniVersion":"1.0.0","code":11,"msg":"busy"}`)
 	e.fail(t, "loopback", "DEL", `{"cniVersion":"0.3.1","code":999,"msg":"ignored"}`)
-	err = m.TearDown(ctx, pn)
+	err := m.TearDown(ctx, pn)
 	assert.Check(t, cerrdefs.IsUnavailable(err), "%v", err)
 	assert.Check(t, is.ErrorContains(err, `tear down network of sandbox sb: network "testnet": plugin type="bridge" failed (delete): busy`))
 
@@ -275,8 +281,7 @@ func TestTearDownFailure(t *testing.T) {
 }
 
 func TestSetUpInvalidArguments(t *testing.T) {
-	e := newFakeEnv(t, "bridge", "portmap", "bandwidth")
-	e.writeConf(t, "10-list.conflist", bridgePortmapList)
+	e := newListEnv(t)
 	m := e.manager(t)
 	ctx := context.Background()
 	tests := []struct {
@@ -316,8 +321,7 @@ func TestSetUpNotReady(t *testing.T) {
 }
 
 func TestSetUpCancelled(t *testing.T) {
-	e := newFakeEnv(t, "bridge", "portmap", "bandwidth")
-	e.writeConf(t, "10-list.conflist", bridgePortmapList)
+	e := newListEnv(t)
 	m := e.manager(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()

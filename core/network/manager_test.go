@@ -8,8 +8,7 @@ import (
 )
 
 func TestConcurrentSetUp(t *testing.T) {
-	e := newFakeEnv(t, "bridge", "portmap", "bandwidth")
-	e.writeConf(t, "10-list.conflist", bridgePortmapList)
+	e := newListEnv(t)
 	m := e.manager(t)
 	ctx := context.Background()
 	var wg sync.WaitGroup
