@@ -83,12 +83,9 @@ func TestCacheEngineCallsHaveDeadlines(t *testing.T) {
 }
 
 func TestCacheDiskUsageRecomputationHasADeadline(t *testing.T) {
-	fake := dockertest.New()
-	fake.AddImage(img(100, "a:1"))
 	cfg := fastConfig()
 	cfg.CallTimeout = 100 * time.Millisecond
-	c := startCache(t, fake, cfg)
-	waitConsistent(t, c, fake)
+	fake, c := startFilled(t, cfg, img(100, "a:1"))
 	ctx := request(t)
 	_, err := c.ImageFsUsage(ctx)
 	assert.NilError(t, err)

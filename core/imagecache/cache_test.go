@@ -45,6 +45,19 @@ func startCache(t *testing.T, fake *dockertest.Fake, cfg Config) *Cache {
 	return c
 }
 
+// startFilled starts a cache with cfg over a fake engine holding images and waits
+// until its index matches the engine.
+func startFilled(t *testing.T, cfg Config, images ...docker.Image) (*dockertest.Fake, *Cache) {
+	t.Helper()
+	fake := dockertest.New()
+	for _, im := range images {
+		fake.AddImage(im)
+	}
+	c := startCache(t, fake, cfg)
+	waitConsistent(t, c, fake)
+	return fake, c
+}
+
 func fastConfig() Config {
 	return Config{ResyncInterval: time.Hour, RetryInterval: 10 * time.Millisecond, EventReplay: time.Second, SettleDelay: time.Hour, FsUsageMaxAge: time.Hour}
 }
@@ -84,11 +97,7 @@ func waitConsistent(t *testing.T, c *Cache, fake *dockertest.Fake) {
 }
 
 func TestCacheServesListsWithoutEngineCalls(t *testing.T) {
-	fake := dockertest.New()
-	fake.AddImage(img(1, "a:1"))
-	fake.AddImage(img(2, "b:1", "b:2"))
-	c := startCache(t, fake, fastConfig())
-	waitConsistent(t, c, fake)
+	fake, c := startFilled(t, fastConfig(), img(1, "a:1"), img(2, "b:1", "b:2"))
 	before := fake.Calls("ListImages")
 	for i := 0; i < 20; i++ {
 		_, err := c.ListImages(context.Background())
@@ -99,10 +108,7 @@ func TestCacheServesListsWithoutEngineCalls(t *testing.T) {
 }
 
 func TestCacheFollowsEvents(t *testing.T) {
-	fake := dockertest.New()
-	fake.AddImage(img(1, "a:1"))
-	c := startCache(t, fake, fastConfig())
-	waitConsistent(t, c, fake)
+	fake, c := startFilled(t, fastConfig(), img(1, "a:1"))
 
 	fake.AddImage(img(2, "b:1"))
 	waitConsistent(t, c, fake)
@@ -115,24 +121,18 @@ func TestCacheFollowsEvents(t *testing.T) {
 }
 
 func TestCacheResyncRepairsMissedEvents(t *testing.T) {
-	fake := dockertest.New()
-	fake.AddImage(img(1, "a:1"))
 	cfg := fastConfig()
 	cfg.ResyncInterval = 50 * time.Millisecond
-	c := startCache(t, fake, cfg)
-	waitConsistent(t, c, fake)
+	fake, c := startFilled(t, cfg, img(1, "a:1"))
 	fake.QuietTag("a:1", "quiet:1") // no event: only the periodic resync can see it
 	waitConsistent(t, c, fake)
 }
 
 func TestCacheSettlesAfterEvents(t *testing.T) {
-	fake := dockertest.New()
-	fake.AddImage(img(1, "a:1"))
 	cfg := fastConfig()
 	cfg.SettleDelay = 20 * time.Millisecond
 	cfg.EventReplay = 0 // no replayed event may refresh image 1: only a resync can show quiet:1
-	c := startCache(t, fake, cfg)
-	waitConsistent(t, c, fake)
+	fake, c := startFilled(t, cfg, img(1, "a:1"))
 	resyncs := c.CacheInfo()["resyncs"].(int)
 	fake.QuietTag("a:1", "quiet:1") // what only a full list shows
 	fake.AddImage(img(2, "b:1"))    // an event: a background resync follows it
@@ -141,10 +141,7 @@ func TestCacheSettlesAfterEvents(t *testing.T) {
 }
 
 func TestCacheStreamLossFallsBackAndResyncs(t *testing.T) {
-	fake := dockertest.New()
-	fake.AddImage(img(1, "a:1"))
-	c := startCache(t, fake, fastConfig())
-	waitConsistent(t, c, fake)
+	fake, c := startFilled(t, fastConfig(), img(1, "a:1"))
 
 	fake.BreakEvents(fmt.Errorf("stream reset: %w", cerrdefs.ErrUnavailable))
 	fake.QuietTag("a:1", "while-down:1") // missed: the reconnect's resync must catch it
@@ -159,10 +156,7 @@ func TestCacheStreamLossFallsBackAndResyncs(t *testing.T) {
 }
 
 func TestCacheEngineOutage(t *testing.T) {
-	fake := dockertest.New()
-	fake.AddImage(img(1, "a:1"))
-	c := startCache(t, fake, fastConfig())
-	waitConsistent(t, c, fake)
+	fake, c := startFilled(t, fastConfig(), img(1, "a:1"))
 
 	fake.SetDown(true)
 	poll.WaitOn(t, func(poll.LogT) poll.Result {
@@ -218,10 +212,7 @@ func TestCachePullOfAnImageRemovedAtOnce(t *testing.T) {
 }
 
 func TestCacheInspectResolves(t *testing.T) {
-	fake := dockertest.New()
-	fake.AddImage(docker.Image{ID: id(1), RepoTags: []string{"busybox:latest", "registry.k8s.io/pause:3.10"}, RepoDigests: []string{"busybox@" + id(9)}, User: "1000"})
-	c := startCache(t, fake, fastConfig())
-	waitConsistent(t, c, fake)
+	fake, c := startFilled(t, fastConfig(), docker.Image{ID: id(1), RepoTags: []string{"busybox:latest", "registry.k8s.io/pause:3.10"}, RepoDigests: []string{"busybox@" + id(9)}, User: "1000"})
 	ctx := context.Background()
 	for _, ref := range []string{id(1), strings.TrimPrefix(id(1), "sha256:"), id(1)[7:19], "busybox", "docker.io/library/busybox:latest", "registry.k8s.io/pause:3.10", "busybox@" + id(9)} {
 		got, err := c.InspectImage(ctx, ref)
@@ -269,10 +260,7 @@ func TestCacheRandomizedConsistency(t *testing.T) {
 }
 
 func TestCacheServesDiskUsageAndRefreshesAfterChanges(t *testing.T) {
-	fake := dockertest.New()
-	fake.AddImage(img(100, "a:1"))
-	c := startCache(t, fake, fastConfig())
-	waitConsistent(t, c, fake)
+	fake, c := startFilled(t, fastConfig(), img(100, "a:1"))
 	ctx := context.Background()
 
 	first, err := c.ImageFsUsage(ctx)

@@ -92,11 +92,7 @@ func settleConfig() Config {
 // A resync whose list was taken before an image was deleted, and applied after the
 // delete event was, must not bring the image back.
 func TestCacheResyncKeepsDeleteAppliedDuringItsList(t *testing.T) {
-	fake := dockertest.New()
-	fake.AddImage(img(1, "a:1"))
-	fake.AddImage(img(2, "b:1"))
-	c := startCache(t, fake, settleConfig())
-	waitConsistent(t, c, fake)
+	fake, c := startFilled(t, settleConfig(), img(1, "a:1"), img(2, "b:1"))
 	resyncDuring(t, c, fake,
 		func() { assert.NilError(t, fake.RemoveImage(context.Background(), id(1))) },
 		func(list []docker.Image) bool { return view(list)[id(1)] == "" })
@@ -107,11 +103,7 @@ func TestCacheResyncKeepsDeleteAppliedDuringItsList(t *testing.T) {
 // even when the index never knew the older image had it (a missed event): the engine
 // sends no event for the image that lost the tag.
 func TestCacheResyncKeepsTagMovedDuringItsList(t *testing.T) {
-	fake := dockertest.New()
-	fake.AddImage(img(1, "a:1"))
-	fake.AddImage(img(2, "b:1"))
-	c := startCache(t, fake, settleConfig())
-	waitConsistent(t, c, fake)
+	fake, c := startFilled(t, settleConfig(), img(1, "a:1"), img(2, "b:1"))
 	fake.QuietTag("a:1", "moved:1")
 	resyncDuring(t, c, fake,
 		func() { assert.NilError(t, fake.Tag("b:1", "moved:1")) },
@@ -125,12 +117,9 @@ func TestCacheResyncKeepsTagMovedDuringItsList(t *testing.T) {
 // and written to the index after the delete event was applied, must not bring the
 // image back.
 func TestCacheRequestInspectKeepsDeleteAppliedMeanwhile(t *testing.T) {
-	fake := dockertest.New()
-	fake.AddImage(img(1, "a:1"))
 	cfg := fastConfig()
 	cfg.EventReplay = 0 // the fill's entries stay list-only: ImageStatus inspects
-	c := startCache(t, fake, cfg)
-	waitConsistent(t, c, fake)
+	fake, c := startFilled(t, cfg, img(1, "a:1"))
 
 	reached, release := make(chan struct{}), make(chan struct{})
 	var once sync.Once
@@ -169,10 +158,7 @@ type slowKey struct{}
 // Of two disk usage computations, the one started before an applied image change and
 // answered last must not replace the later one, nor hide that the change is counted.
 func TestCacheDiskUsageOlderAnswerDoesNotReplaceNewer(t *testing.T) {
-	fake := dockertest.New()
-	fake.AddImage(img(100, "a:1"))
-	c := startCache(t, fake, fastConfig())
-	waitConsistent(t, c, fake)
+	fake, c := startFilled(t, fastConfig(), img(100, "a:1"))
 	reached, release := make(chan struct{}), make(chan struct{})
 	fake.SetReplyHook("ImageFsUsage", func(ctx context.Context) error {
 		if ctx.Value(slowKey{}) != nil {
