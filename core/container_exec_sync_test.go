@@ -21,8 +21,7 @@ func runningContainer(t *testing.T, env *rtEnv) (sbID, cid string) {
 	t.Helper()
 	sbCfg := rtSandboxConfig("web")
 	sbID = env.runSandbox(t, sbCfg)
-	cid = env.createContainer(t, sbID, sbCfg, rtContainerConfig("app"))
-	env.startContainer(t, cid)
+	cid = env.runContainer(t, sbID, sbCfg, "app")
 	return sbID, cid
 }
 

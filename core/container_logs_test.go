@@ -19,17 +19,14 @@ func TestResumeLogs(t *testing.T) {
 	env := newRTEnv(t)
 	sbCfg := rtSandboxConfig("web")
 	sbID := env.runSandbox(t, sbCfg)
-	running := env.createContainer(t, sbID, sbCfg, rtContainerConfig("app"))
-	env.startContainer(t, running)
-	exited := env.createContainer(t, sbID, sbCfg, rtContainerConfig("job"))
-	env.startContainer(t, exited)
+	running := env.runContainer(t, sbID, sbCfg, "app")
+	exited := env.runContainer(t, sbID, sbCfg, "job")
 	assert.NilError(t, stopContainer(env, exited, 0))
 	// Exited while we were down, and kubelet still has its log: its last lines are copied.
 	logDir := t.TempDir()
 	sbLogs := rtSandboxConfig("web")
 	sbLogs.LogDirectory = logDir
-	finished := env.createContainer(t, sbID, sbLogs, rtContainerConfig("finished"))
-	env.startContainer(t, finished)
+	finished := env.runContainer(t, sbID, sbLogs, "finished")
 	assert.NilError(t, stopContainer(env, finished, 0))
 	finishedLog := filepath.Join(logDir, "finished", "0.log")
 	assert.NilError(t, os.MkdirAll(filepath.Dir(finishedLog), 0o750))
@@ -77,8 +74,7 @@ func TestResumeLogsTrustsRecordsNotLabels(t *testing.T) {
 	env := newRTEnv(t)
 	sbCfg := rtSandboxConfig("web")
 	sbID := env.runSandbox(t, sbCfg)
-	ours := env.createContainer(t, sbID, sbCfg, rtContainerConfig("app"))
-	env.startContainer(t, ours)
+	ours := env.runContainer(t, sbID, sbCfg, "app")
 	// Created outside the CRI with our labels (anyone with the engine's socket can).
 	forgedLabels := map[string]string{labelContainerType: typeContainer, labelSandboxID: sbID, labelLogPath: "/etc/shadow"}
 	forged, err := env.engine.CreateContainer(context.Background(), docker.ContainerSpec{

@@ -20,10 +20,8 @@ func TestRemoveContainer(t *testing.T) {
 	env := newRTEnv(t)
 	sbCfg := rtSandboxConfig("web")
 	sbID := env.runSandbox(t, sbCfg)
-	running := env.createContainer(t, sbID, sbCfg, rtContainerConfig("app"))
-	env.startContainer(t, running)
-	exited := env.createContainer(t, sbID, sbCfg, rtContainerConfig("job"))
-	env.startContainer(t, exited)
+	running := env.runContainer(t, sbID, sbCfg, "app")
+	exited := env.runContainer(t, sbID, sbCfg, "job")
 	assert.NilError(t, stopContainer(env, exited, 0))
 
 	for _, cid := range []string{running, exited} {

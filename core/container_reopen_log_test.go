@@ -48,7 +48,6 @@ func TestReopenContainerLogWithoutLog(t *testing.T) {
 
 	// Without a copier no container has a CRI log to reopen.
 	env.svc.deps.Logs = nil
-	other := env.createContainer(t, sbID, sbCfg, rtContainerConfig("app"))
-	env.startContainer(t, other)
+	other := env.runContainer(t, sbID, sbCfg, "app")
 	assert.Check(t, cerrdefs.IsFailedPrecondition(reopenLog(env, other)))
 }

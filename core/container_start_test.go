@@ -16,8 +16,7 @@ func TestStartContainer(t *testing.T) {
 	env := newRTEnv(t)
 	sbCfg := rtSandboxConfig("web")
 	sbID := env.runSandbox(t, sbCfg)
-	cid := env.createContainer(t, sbID, sbCfg, rtContainerConfig("app"))
-	env.startContainer(t, cid)
+	cid := env.runContainer(t, sbID, sbCfg, "app")
 	assert.Equal(t, env.inspect(t, cid).State, docker.StateRunning)
 	assert.DeepEqual(t, env.logs.Started(), map[string]string{cid: "/var/log/pods/default_web_web-uid/app/0.log"})
 
@@ -36,8 +35,7 @@ func TestStartContainerWithoutLogCopier(t *testing.T) {
 	env.svc.deps.Logs = nil
 	sbCfg := rtSandboxConfig("web")
 	sbID := env.runSandbox(t, sbCfg)
-	cid := env.createContainer(t, sbID, sbCfg, rtContainerConfig("app"))
-	env.startContainer(t, cid)
+	cid := env.runContainer(t, sbID, sbCfg, "app")
 	assert.Equal(t, env.inspect(t, cid).State, docker.StateRunning)
 }
 

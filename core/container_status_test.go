@@ -144,8 +144,7 @@ func TestContainerStatusVerbose(t *testing.T) {
 	env := newRTEnv(t)
 	sbCfg := rtSandboxConfig("web")
 	sbID := env.runSandbox(t, sbCfg)
-	cid := env.createContainer(t, sbID, sbCfg, rtContainerConfig("app"))
-	env.startContainer(t, cid)
+	cid := env.runContainer(t, sbID, sbCfg, "app")
 	resp := containerStatus(t, env, cid, true)
 	var info map[string]any
 	assert.NilError(t, json.Unmarshal([]byte(resp.Info["info"]), &info))
@@ -173,8 +172,7 @@ func TestContainerStatusDrainsLogOfExited(t *testing.T) {
 	env := newRTEnv(t)
 	sbCfg := rtSandboxConfig("web")
 	sbID := env.runSandbox(t, sbCfg)
-	cid := env.createContainer(t, sbID, sbCfg, rtContainerConfig("app"))
-	env.startContainer(t, cid)
+	cid := env.runContainer(t, sbID, sbCfg, "app")
 	containerStatus(t, env, cid, false)
 	assert.Check(t, len(env.logs.Waited()) == 0, "no wait for a running container")
 

@@ -20,8 +20,7 @@ func TestStopContainer(t *testing.T) {
 	env := newRTEnv(t)
 	sbCfg := rtSandboxConfig("web")
 	sbID := env.runSandbox(t, sbCfg)
-	cid := env.createContainer(t, sbID, sbCfg, rtContainerConfig("app"))
-	env.startContainer(t, cid)
+	cid := env.runContainer(t, sbID, sbCfg, "app")
 	created := env.createContainer(t, sbID, sbCfg, rtContainerConfig("init"))
 
 	for _, tc := range []struct {
@@ -55,8 +54,7 @@ func TestStopContainerEngineError(t *testing.T) {
 	env := newRTEnv(t)
 	sbCfg := rtSandboxConfig("web")
 	sbID := env.runSandbox(t, sbCfg)
-	cid := env.createContainer(t, sbID, sbCfg, rtContainerConfig("app"))
-	env.startContainer(t, cid)
+	cid := env.runContainer(t, sbID, sbCfg, "app")
 	for _, method := range []string{"InspectContainer", "StopContainer"} {
 		env.engine.InjectError(method, cerrdefs.ErrUnavailable)
 		err := stopContainer(env, cid, 1)

@@ -161,6 +161,15 @@ func (e *rtEnv) startContainer(t *testing.T, cid string) {
 	assert.NilError(t, err)
 }
 
+// runContainer creates the container name (rtContainerConfig) in sandbox sbID and
+// starts it.
+func (e *rtEnv) runContainer(t *testing.T, sbID string, sbCfg *runtimeapi.PodSandboxConfig, name string) string {
+	t.Helper()
+	cid := e.createContainer(t, sbID, sbCfg, rtContainerConfig(name))
+	e.startContainer(t, cid)
+	return cid
+}
+
 // spec returns the engine spec of container cid.
 func (e *rtEnv) spec(t *testing.T, cid string) docker.ContainerSpec {
 	t.Helper()

@@ -113,8 +113,7 @@ func TestListPodSandboxMetrics(t *testing.T) {
 
 	hostCfg := rtHostNetwork(rtSandboxConfig("node"))
 	hostSb := env.runSandbox(t, hostCfg)
-	agent := env.createContainer(t, hostSb, hostCfg, rtContainerConfig("agent"))
-	env.startContainer(t, agent)
+	agent := env.runContainer(t, hostSb, hostCfg, "agent")
 	host.addProcess(t, hostSb, env.inspect(t, hostSb).Pid, 0)
 	host.addProcess(t, agent, env.inspect(t, agent).Pid, 0)
 
@@ -195,8 +194,7 @@ func TestListPodSandboxMetricsSkipsVanishedSandbox(t *testing.T) {
 	host := newRTMetrics(t, env)
 	sbCfg := rtSandboxConfig("web")
 	sbID := env.runSandbox(t, sbCfg) // no process in the host tree: it exited meanwhile
-	app := env.createContainer(t, sbID, sbCfg, rtContainerConfig("app"))
-	env.startContainer(t, app)
+	app := env.runContainer(t, sbID, sbCfg, "app")
 	host.addProcess(t, app, env.inspect(t, app).Pid, 0)
 
 	other := env.runSandbox(t, rtSandboxConfig("other"))

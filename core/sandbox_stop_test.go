@@ -25,15 +25,13 @@ func TestStopPodSandbox(t *testing.T) {
 	cfg.PortMappings = rtPorts()
 	sbID := env.runSandbox(t, cfg)
 	pid := env.inspect(t, sbID).Pid
-	running := env.createContainer(t, sbID, cfg, rtContainerConfig("app"))
-	env.startContainer(t, running)
+	running := env.runContainer(t, sbID, cfg, "app")
 	created := env.createContainer(t, sbID, cfg, rtContainerConfig("init"))
 
 	// A container of another sandbox stays up.
 	otherCfg := rtSandboxConfig("other")
 	otherID := env.runSandbox(t, otherCfg)
-	otherC := env.createContainer(t, otherID, otherCfg, rtContainerConfig("app"))
-	env.startContainer(t, otherC)
+	otherC := env.runContainer(t, otherID, otherCfg, "app")
 
 	assert.NilError(t, stopSandbox(env, sbID))
 	assert.Equal(t, env.inspect(t, running).State, docker.StateExited)
@@ -75,8 +73,7 @@ func TestStopPodSandboxNotASandbox(t *testing.T) {
 	env := newRTEnv(t)
 	cfg := rtSandboxConfig("web")
 	sbID := env.runSandbox(t, cfg)
-	cid := env.createContainer(t, sbID, cfg, rtContainerConfig("app"))
-	env.startContainer(t, cid)
+	cid := env.runContainer(t, sbID, cfg, "app")
 	assert.NilError(t, stopSandbox(env, cid))
 	assert.Equal(t, env.inspect(t, cid).State, docker.StateRunning, "a container id does not stop the container")
 }
@@ -109,8 +106,7 @@ func TestStopPodSandboxHostNetwork(t *testing.T) {
 	env := newRTEnv(t)
 	cfg := rtHostNetwork(rtSandboxConfig("web"))
 	sbID := env.runSandbox(t, cfg)
-	cid := env.createContainer(t, sbID, cfg, rtContainerConfig("app"))
-	env.startContainer(t, cid)
+	cid := env.runContainer(t, sbID, cfg, "app")
 	assert.NilError(t, stopSandbox(env, sbID))
 	assert.Check(t, is.Len(env.net.TearDowns(), 0))
 	assert.Equal(t, env.inspect(t, sbID).State, docker.StateExited)
@@ -130,8 +126,7 @@ func TestStopPodSandboxEngineErrors(t *testing.T) {
 	env := newRTEnv(t)
 	cfg := rtSandboxConfig("web")
 	sbID := env.runSandbox(t, cfg)
-	cid := env.createContainer(t, sbID, cfg, rtContainerConfig("app"))
-	env.startContainer(t, cid)
+	env.runContainer(t, sbID, cfg, "app")
 
 	for _, method := range []string{"InspectContainer", "ListContainers", "StopContainer"} {
 		env.engine.InjectError(method, fmt.Errorf("boom: %w", cerrdefs.ErrUnavailable))
