@@ -18,13 +18,41 @@ import (
 	"gotest.tools/v3/assert"
 )
 
-func TestExecKilledWhenContextEnds(t *testing.T) {
-	// The exec's process is a real one on this host, as it would be under the engine.
+// startSleep starts a real process on this host, as an exec's would be under the
+// engine, and returns it with the result of its Wait.
+func startSleep(t *testing.T) (*exec.Cmd, <-chan error) {
+	t.Helper()
 	proc := exec.Command("sleep", "60")
 	assert.NilError(t, proc.Start())
 	waited := make(chan error, 1)
 	go func() { waited <- proc.Wait() }()
 	t.Cleanup(func() { _ = proc.Process.Kill() })
+	return proc, waited
+}
+
+// assertKilled checks that the process whose Wait result comes on waited was killed
+// with SIGKILL and that Exec then closed the hijacked connection (done).
+func assertKilled(t *testing.T, waited <-chan error, done <-chan struct{}) {
+	t.Helper()
+	select {
+	case err := <-waited:
+		var exitErr *exec.ExitError
+		assert.Assert(t, errors.As(err, &exitErr))
+		ws, ok := exitErr.Sys().(syscall.WaitStatus)
+		assert.Assert(t, ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL, "%v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the exec's process was not killed")
+	}
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the hijacked connection stayed open")
+	}
+}
+
+func TestExecKilledWhenContextEnds(t *testing.T) {
+	// The exec's process is a real one on this host, as it would be under the engine.
+	proc, waited := startSleep(t)
 
 	e := &execEngine{hold: true, running: 1 << 30, pid: proc.Process.Pid, output: func(_ []byte, stdout, _ io.Writer) {
 		_, _ = io.WriteString(stdout, "started\n")
@@ -40,20 +68,7 @@ func TestExecKilledWhenContextEnds(t *testing.T) {
 	assert.Assert(t, strings.HasPrefix(err.Error(), "exec in container abc: "), err.Error())
 	assert.Equal(t, stdout.String(), "started\n")
 
-	select {
-	case err := <-waited:
-		var exitErr *exec.ExitError
-		assert.Assert(t, errors.As(err, &exitErr))
-		ws, ok := exitErr.Sys().(syscall.WaitStatus)
-		assert.Assert(t, ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL, "%v", err)
-	case <-time.After(10 * time.Second):
-		t.Fatal("the exec's process was not killed")
-	}
-	select {
-	case <-e.done: // Exec closed the hijacked connection
-	case <-time.After(10 * time.Second):
-		t.Fatal("the hijacked connection stayed open")
-	}
+	assertKilled(t, waited, e.done)
 }
 
 // A process that is not the container's (a remote engine's pid, a reused pid) is
@@ -109,11 +124,7 @@ func TestExecKillIgnoresExitedProcess(t *testing.T) {
 func TestExecOutputClosedProcessRunsOnContextEnds(t *testing.T) {
 	for _, withStdin := range []bool{false, true} {
 		t.Run(fmt.Sprintf("stdin=%v", withStdin), func(t *testing.T) {
-			proc := exec.Command("sleep", "60")
-			assert.NilError(t, proc.Start())
-			waited := make(chan error, 1)
-			go func() { waited <- proc.Wait() }()
-			t.Cleanup(func() { _ = proc.Process.Kill() })
+			proc, waited := startSleep(t)
 
 			e := &execEngine{endOutput: true, running: 1 << 30, pid: proc.Process.Pid, output: func(_ []byte, stdout, _ io.Writer) {
 				_, _ = io.WriteString(stdout, "started\n")
@@ -149,22 +160,9 @@ func TestExecOutputClosedProcessRunsOnContextEnds(t *testing.T) {
 			assert.Assert(t, errors.Is(err, context.Canceled), "%v", err)
 			assert.Equal(t, stdout.String(), "started\n")
 
-			select {
-			case err := <-waited:
-				var exitErr *exec.ExitError
-				assert.Assert(t, errors.As(err, &exitErr))
-				ws, ok := exitErr.Sys().(syscall.WaitStatus)
-				assert.Assert(t, ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL, "%v", err)
-			case <-time.After(10 * time.Second):
-				t.Fatal("the exec's process was not killed")
-			}
 			// The engine reads until the client closes the connection: stdin has not
 			// ended (no close-write), so only Exec's close ends it.
-			select {
-			case <-e.done:
-			case <-time.After(10 * time.Second):
-				t.Fatal("the hijacked connection stayed open")
-			}
+			assertKilled(t, waited, e.done)
 			_ = stdinW.Close() // as the streaming server does once Exec returned
 			waitNoGoroutine(t, "docker.hijackedSession.relay")
 		})
