@@ -211,8 +211,7 @@ func TestCreateContainerNamespacesAndSecurity(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			env := newRTEnv(t)
-			sbCfg := rtSandboxConfig("web")
-			sbID := env.runSandbox(t, sbCfg)
+			sbID, sbCfg := env.webSandbox(t)
 			cfg := rtContainerConfig("app")
 			cfg.Linux = &runtimeapi.LinuxContainerConfig{SecurityContext: &runtimeapi.LinuxContainerSecurityContext{}}
 			if tc.mutate != nil {
@@ -226,8 +225,7 @@ func TestCreateContainerNamespacesAndSecurity(t *testing.T) {
 
 func TestCreateContainerErrors(t *testing.T) {
 	env := newRTEnv(t)
-	sbCfg := rtSandboxConfig("web")
-	sbID := env.runSandbox(t, sbCfg)
+	sbID, sbCfg := env.webSandbox(t)
 	other := env.createContainer(t, sbID, sbCfg, rtContainerConfig("other"))
 	before := len(env.engine.ContainerIDs())
 
@@ -323,8 +321,7 @@ func rtCreateReq(sbID string, sbCfg *runtimeapi.PodSandboxConfig, cfg *runtimeap
 
 func TestCreateContainerNameConflict(t *testing.T) {
 	env := newRTEnv(t)
-	sbCfg := rtSandboxConfig("web")
-	sbID := env.runSandbox(t, sbCfg)
+	sbID, sbCfg := env.webSandbox(t)
 	first := env.createContainer(t, sbID, sbCfg, rtContainerConfig("app"))
 	second := env.createContainer(t, sbID, sbCfg, rtContainerConfig("app"))
 	assert.Check(t, first != second)

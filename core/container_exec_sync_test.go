@@ -19,10 +19,8 @@ import (
 // runningContainer returns a started container in a fresh sandbox.
 func runningContainer(t *testing.T, env *rtEnv) (sbID, cid string) {
 	t.Helper()
-	sbCfg := rtSandboxConfig("web")
-	sbID = env.runSandbox(t, sbCfg)
-	cid = env.runContainer(t, sbID, sbCfg, "app")
-	return sbID, cid
+	sbID, sbCfg := env.webSandbox(t)
+	return sbID, env.runContainer(t, sbID, sbCfg, "app")
 }
 
 func TestExecSync(t *testing.T) {

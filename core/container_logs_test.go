@@ -17,8 +17,7 @@ import (
 
 func TestResumeLogs(t *testing.T) {
 	env := newRTEnv(t)
-	sbCfg := rtSandboxConfig("web")
-	sbID := env.runSandbox(t, sbCfg)
+	sbID, sbCfg := env.webSandbox(t)
 	running := env.runContainer(t, sbID, sbCfg, "app")
 	exited := env.runContainer(t, sbID, sbCfg, "job")
 	assert.NilError(t, stopContainer(env, exited, 0))
@@ -72,8 +71,7 @@ func TestResumeLogsSkipsSandboxes(t *testing.T) {
 // (anyone with the engine's socket can) is not written to.
 func TestResumeLogsTrustsRecordsNotLabels(t *testing.T) {
 	env := newRTEnv(t)
-	sbCfg := rtSandboxConfig("web")
-	sbID := env.runSandbox(t, sbCfg)
+	sbID, sbCfg := env.webSandbox(t)
 	ours := env.runContainer(t, sbID, sbCfg, "app")
 	// Created outside the CRI with our labels (anyone with the engine's socket can).
 	forgedLabels := map[string]string{labelContainerType: typeContainer, labelSandboxID: sbID, labelLogPath: "/etc/shadow"}
@@ -104,8 +102,7 @@ func TestResumeLogsTrustsRecordsNotLabels(t *testing.T) {
 
 func TestCreateContainerRecordsItsLogFile(t *testing.T) {
 	env := newRTEnv(t)
-	sbCfg := rtSandboxConfig("web")
-	sbID := env.runSandbox(t, sbCfg)
+	sbID, sbCfg := env.webSandbox(t)
 	cid := env.createContainer(t, sbID, sbCfg, rtContainerConfig("app"))
 	f, ok := env.logs.Recorded(cid)
 	assert.Check(t, ok)

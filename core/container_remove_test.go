@@ -18,8 +18,7 @@ func removeContainer(env *rtEnv, cid string) error {
 
 func TestRemoveContainer(t *testing.T) {
 	env := newRTEnv(t)
-	sbCfg := rtSandboxConfig("web")
-	sbID := env.runSandbox(t, sbCfg)
+	sbID, sbCfg := env.webSandbox(t)
 	running := env.runContainer(t, sbID, sbCfg, "app")
 	exited := env.runContainer(t, sbID, sbCfg, "job")
 	assert.NilError(t, stopContainer(env, exited, 0))
@@ -51,8 +50,7 @@ func TestRemoveContainerUnknownOrSandbox(t *testing.T) {
 
 func TestRemoveContainerEngineError(t *testing.T) {
 	env := newRTEnv(t)
-	sbCfg := rtSandboxConfig("web")
-	sbID := env.runSandbox(t, sbCfg)
+	sbID, sbCfg := env.webSandbox(t)
 	cid := env.createContainer(t, sbID, sbCfg, rtContainerConfig("app"))
 	env.engine.InjectError("RemoveContainer", cerrdefs.ErrUnavailable)
 	assert.Check(t, cerrdefs.IsUnavailable(removeContainer(env, cid)))

@@ -38,8 +38,7 @@ func TestReopenContainerLog(t *testing.T) {
 
 func TestReopenContainerLogWithoutLog(t *testing.T) {
 	env := newRTEnv(t)
-	sbCfg := rtSandboxConfig("web")
-	sbID := env.runSandbox(t, sbCfg)
+	sbID, sbCfg := env.webSandbox(t)
 	cfg := rtContainerConfig("nolog")
 	cfg.LogPath = ""
 	cid := env.createContainer(t, sbID, sbCfg, cfg)

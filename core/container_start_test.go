@@ -14,8 +14,7 @@ import (
 
 func TestStartContainer(t *testing.T) {
 	env := newRTEnv(t)
-	sbCfg := rtSandboxConfig("web")
-	sbID := env.runSandbox(t, sbCfg)
+	sbID, sbCfg := env.webSandbox(t)
 	cid := env.runContainer(t, sbID, sbCfg, "app")
 	assert.Equal(t, env.inspect(t, cid).State, docker.StateRunning)
 	assert.DeepEqual(t, env.logs.Started(), map[string]string{cid: "/var/log/pods/default_web_web-uid/app/0.log"})
@@ -33,16 +32,14 @@ func TestStartContainer(t *testing.T) {
 func TestStartContainerWithoutLogCopier(t *testing.T) {
 	env := newRTEnv(t)
 	env.svc.deps.Logs = nil
-	sbCfg := rtSandboxConfig("web")
-	sbID := env.runSandbox(t, sbCfg)
+	sbID, sbCfg := env.webSandbox(t)
 	cid := env.runContainer(t, sbID, sbCfg, "app")
 	assert.Equal(t, env.inspect(t, cid).State, docker.StateRunning)
 }
 
 func TestStartContainerErrors(t *testing.T) {
 	env := newRTEnv(t)
-	sbCfg := rtSandboxConfig("web")
-	sbID := env.runSandbox(t, sbCfg)
+	sbID, sbCfg := env.webSandbox(t)
 	cid := env.createContainer(t, sbID, sbCfg, rtContainerConfig("app"))
 	ctx := context.Background()
 

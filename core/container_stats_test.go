@@ -32,8 +32,7 @@ func u64(v uint64) *runtimeapi.UInt64Value { return &runtimeapi.UInt64Value{Valu
 
 func TestContainerStats(t *testing.T) {
 	env := newRTEnv(t)
-	sbCfg := rtSandboxConfig("web")
-	sbID := env.runSandbox(t, sbCfg)
+	sbID, sbCfg := env.webSandbox(t)
 	cfg := rtContainerConfig("app")
 	cfg.Annotations = map[string]string{"note": "n"}
 	cid := env.createContainer(t, sbID, sbCfg, cfg)
@@ -156,8 +155,7 @@ func logged(hook *logtest.Hook, level logrus.Level, key, value string) bool {
 
 func TestListContainerStatsLeavesOutVanishedAndFailing(t *testing.T) {
 	env := newRTEnv(t)
-	sbCfg := rtSandboxConfig("web")
-	sbID := env.runSandbox(t, sbCfg)
+	sbID, sbCfg := env.webSandbox(t)
 	ids := map[string]string{}
 	for _, name := range []string{"keep", "gone", "broken"} {
 		ids[name] = env.createContainer(t, sbID, sbCfg, rtContainerConfig(name))

@@ -24,8 +24,7 @@ func containerStatus(t *testing.T, env *rtEnv, cid string, verbose bool) *runtim
 
 func TestContainerStatus(t *testing.T) {
 	env := newRTEnv(t)
-	sbCfg := rtSandboxConfig("web")
-	sbID := env.runSandbox(t, sbCfg)
+	sbID, sbCfg := env.webSandbox(t)
 	cfg := rtContainerConfig("app")
 	cfg.Metadata.Attempt = 3
 	cfg.Annotations = map[string]string{"note": "n"}
@@ -108,8 +107,7 @@ func TestContainerStatus(t *testing.T) {
 // forever whatever the pod's restart policy.
 func TestContainerStatusCannotRun(t *testing.T) {
 	env := newRTEnv(t)
-	sbCfg := rtSandboxConfig("web")
-	sbID := env.runSandbox(t, sbCfg)
+	sbID, sbCfg := env.webSandbox(t)
 	cid := env.createContainer(t, sbID, sbCfg, rtContainerConfig("app"))
 	env.engine.SetContainerState(cid, docker.StateCreated, 127)
 	got := containerStatus(t, env, cid, false).Status
@@ -129,8 +127,7 @@ func TestContainerStatusImage(t *testing.T) {
 		RepoDigests: []string{"registry.test/app@sha256:" + strings.Repeat("cd", 32)},
 	}
 	env.engine.AddImage(img)
-	sbCfg := rtSandboxConfig("web")
-	sbID := env.runSandbox(t, sbCfg)
+	sbID, sbCfg := env.webSandbox(t)
 	cfg := rtContainerConfig("app")
 	cfg.Image = &runtimeapi.ImageSpec{Image: img.ID}
 	cid := env.createContainer(t, sbID, sbCfg, cfg)
@@ -142,8 +139,7 @@ func TestContainerStatusImage(t *testing.T) {
 
 func TestContainerStatusVerbose(t *testing.T) {
 	env := newRTEnv(t)
-	sbCfg := rtSandboxConfig("web")
-	sbID := env.runSandbox(t, sbCfg)
+	sbID, sbCfg := env.webSandbox(t)
 	cid := env.runContainer(t, sbID, sbCfg, "app")
 	resp := containerStatus(t, env, cid, true)
 	var info map[string]any
@@ -170,8 +166,7 @@ func TestContainerStatusNotFound(t *testing.T) {
 // that kubelet reading the log next finds all of it.
 func TestContainerStatusDrainsLogOfExited(t *testing.T) {
 	env := newRTEnv(t)
-	sbCfg := rtSandboxConfig("web")
-	sbID := env.runSandbox(t, sbCfg)
+	sbID, sbCfg := env.webSandbox(t)
 	cid := env.runContainer(t, sbID, sbCfg, "app")
 	containerStatus(t, env, cid, false)
 	assert.Check(t, len(env.logs.Waited()) == 0, "no wait for a running container")

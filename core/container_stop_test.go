@@ -18,8 +18,7 @@ func stopContainer(env *rtEnv, cid string, timeout int64) error {
 
 func TestStopContainer(t *testing.T) {
 	env := newRTEnv(t)
-	sbCfg := rtSandboxConfig("web")
-	sbID := env.runSandbox(t, sbCfg)
+	sbID, sbCfg := env.webSandbox(t)
 	cid := env.runContainer(t, sbID, sbCfg, "app")
 	created := env.createContainer(t, sbID, sbCfg, rtContainerConfig("init"))
 
@@ -52,8 +51,7 @@ func TestStopContainerUnknown(t *testing.T) {
 
 func TestStopContainerEngineError(t *testing.T) {
 	env := newRTEnv(t)
-	sbCfg := rtSandboxConfig("web")
-	sbID := env.runSandbox(t, sbCfg)
+	sbID, sbCfg := env.webSandbox(t)
 	cid := env.runContainer(t, sbID, sbCfg, "app")
 	for _, method := range []string{"InspectContainer", "StopContainer"} {
 		env.engine.InjectError(method, cerrdefs.ErrUnavailable)

@@ -161,6 +161,13 @@ func (e *rtEnv) startContainer(t *testing.T, cid string) {
 	assert.NilError(t, err)
 }
 
+// webSandbox runs the sandbox "web" (rtSandboxConfig) and returns its ID and config.
+func (e *rtEnv) webSandbox(t *testing.T) (string, *runtimeapi.PodSandboxConfig) {
+	t.Helper()
+	cfg := rtSandboxConfig("web")
+	return e.runSandbox(t, cfg), cfg
+}
+
 // runContainer creates the container name (rtContainerConfig) in sandbox sbID and
 // starts it.
 func (e *rtEnv) runContainer(t *testing.T, sbID string, sbCfg *runtimeapi.PodSandboxConfig, name string) string {

@@ -96,8 +96,7 @@ func TestListPodSandboxMetrics(t *testing.T) {
 	host := newRTMetrics(t, env)
 	ctx := context.Background()
 
-	sbCfg := rtSandboxConfig("web")
-	sbID := env.runSandbox(t, sbCfg)
+	sbID, sbCfg := env.webSandbox(t)
 	appCfg := rtContainerConfig("app")
 	appCfg.Linux = &runtimeapi.LinuxContainerConfig{Resources: &runtimeapi.LinuxContainerResources{
 		CpuPeriod: 100000, CpuQuota: 20000, CpuShares: 512, MemoryLimitInBytes: 64 << 20, MemorySwapLimitInBytes: 64 << 20,

@@ -17,8 +17,7 @@ import (
 
 func TestPodSandboxStats(t *testing.T) {
 	env := newRTEnv(t)
-	sbCfg := rtSandboxConfig("web")
-	sbID := env.runSandbox(t, sbCfg)
+	sbID, sbCfg := env.webSandbox(t)
 	app := env.runContainer(t, sbID, sbCfg, "app")
 	side := env.runContainer(t, sbID, sbCfg, "side")
 	created := env.createContainer(t, sbID, sbCfg, rtContainerConfig("created"))

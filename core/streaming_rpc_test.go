@@ -37,8 +37,7 @@ func TestStreamingRPCs(t *testing.T) {
 	st := &fakeStreamer{}
 	env.svc.deps.Streaming = st
 	ctx := context.Background()
-	sbCfg := rtSandboxConfig("web")
-	sbID := env.runSandbox(t, sbCfg)
+	sbID, sbCfg := env.webSandbox(t)
 	cid := env.createContainer(t, sbID, sbCfg, rtContainerConfig("app"))
 
 	// Not running yet: FailedPrecondition.
