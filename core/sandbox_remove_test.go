@@ -20,14 +20,8 @@ func removeSandbox(env *rtEnv, sbID string) error {
 
 func TestRemovePodSandbox(t *testing.T) {
 	env := newRTEnv(t)
-	cfg := rtSandboxConfig("web")
-	cfg.PortMappings = rtPorts()
-	sbID := env.runSandbox(t, cfg)
-	running := env.runContainer(t, sbID, cfg, "app")
-	created := env.createContainer(t, sbID, cfg, rtContainerConfig("init"))
-	otherCfg := rtSandboxConfig("other")
-	otherID := env.runSandbox(t, otherCfg)
-	otherC := env.runContainer(t, otherID, otherCfg, "app")
+	p := runTwoPods(t, env)
+	sbID, running, created, otherID, otherC := p.sbID, p.running, p.created, p.otherID, p.otherC
 
 	// Removed without being stopped first: everything goes.
 	assert.NilError(t, removeSandbox(env, sbID))
@@ -57,8 +51,7 @@ func TestRemovePodSandbox(t *testing.T) {
 
 func TestRemovePodSandboxStopped(t *testing.T) {
 	env := newRTEnv(t)
-	cfg := rtSandboxConfig("web")
-	sbID := env.runSandbox(t, cfg)
+	sbID, cfg := env.webSandbox(t)
 	env.runContainer(t, sbID, cfg, "app")
 	assert.NilError(t, stopSandbox(env, sbID))
 	assert.NilError(t, removeSandbox(env, sbID))
@@ -96,8 +89,7 @@ func TestRemovePodSandboxCheckpointOnly(t *testing.T) {
 
 func TestRemovePodSandboxNotASandbox(t *testing.T) {
 	env := newRTEnv(t)
-	cfg := rtSandboxConfig("web")
-	sbID := env.runSandbox(t, cfg)
+	sbID, cfg := env.webSandbox(t)
 	cid := env.createContainer(t, sbID, cfg, rtContainerConfig("app"))
 	assert.NilError(t, removeSandbox(env, cid))
 	assert.Check(t, slices.Contains(env.engine.ContainerIDs(), cid), "a container id does not remove the container")
@@ -107,8 +99,7 @@ func TestRemovePodSandboxNotASandbox(t *testing.T) {
 
 func TestRemovePodSandboxEngineErrors(t *testing.T) {
 	env := newRTEnv(t)
-	cfg := rtSandboxConfig("web")
-	sbID := env.runSandbox(t, cfg)
+	sbID, cfg := env.webSandbox(t)
 	env.createContainer(t, sbID, cfg, rtContainerConfig("app"))
 	for _, method := range []string{"InspectContainer", "ListContainers", "RemoveContainer"} {
 		env.engine.InjectError(method, cerrdefs.ErrUnavailable)

@@ -121,8 +121,7 @@ func TestPodSandboxStatusVerbose(t *testing.T) {
 
 func TestPodSandboxStatusNotFound(t *testing.T) {
 	env := newRTEnv(t)
-	cfg := rtSandboxConfig("web")
-	sbID := env.runSandbox(t, cfg)
+	sbID, cfg := env.webSandbox(t)
 	cid := env.createContainer(t, sbID, cfg, rtContainerConfig("app"))
 	foreign, err := env.engine.CreateContainer(context.Background(), docker.ContainerSpec{Name: "k8s_POD_x_y_z_0", Image: rtSandboxImage})
 	assert.NilError(t, err)

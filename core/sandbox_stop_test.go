@@ -14,6 +14,23 @@ import (
 	"github.com/dockpin/cri-dockerd/core/network"
 )
 
+// twoPods are the sandbox "web" (with rtPorts) holding a running container "app"
+// and a created one "init", and the sandbox "other" with a running "app".
+type twoPods struct{ sbID, running, created, otherID, otherC string }
+
+func runTwoPods(t *testing.T, env *rtEnv) twoPods {
+	t.Helper()
+	cfg := rtSandboxConfig("web")
+	cfg.PortMappings = rtPorts()
+	p := twoPods{sbID: env.runSandbox(t, cfg)}
+	p.running = env.runContainer(t, p.sbID, cfg, "app")
+	p.created = env.createContainer(t, p.sbID, cfg, rtContainerConfig("init"))
+	otherCfg := rtSandboxConfig("other")
+	p.otherID = env.runSandbox(t, otherCfg)
+	p.otherC = env.runContainer(t, p.otherID, otherCfg, "app")
+	return p
+}
+
 func stopSandbox(env *rtEnv, sbID string) error {
 	_, err := env.svc.StopPodSandbox(context.Background(), &runtimeapi.StopPodSandboxRequest{PodSandboxId: sbID})
 	return err
@@ -21,23 +38,15 @@ func stopSandbox(env *rtEnv, sbID string) error {
 
 func TestStopPodSandbox(t *testing.T) {
 	env := newRTEnv(t)
-	cfg := rtSandboxConfig("web")
-	cfg.PortMappings = rtPorts()
-	sbID := env.runSandbox(t, cfg)
+	p := runTwoPods(t, env)
+	sbID, running, created, otherID, otherC := p.sbID, p.running, p.created, p.otherID, p.otherC
 	pid := env.inspect(t, sbID).Pid
-	running := env.runContainer(t, sbID, cfg, "app")
-	created := env.createContainer(t, sbID, cfg, rtContainerConfig("init"))
-
-	// A container of another sandbox stays up.
-	otherCfg := rtSandboxConfig("other")
-	otherID := env.runSandbox(t, otherCfg)
-	otherC := env.runContainer(t, otherID, otherCfg, "app")
 
 	assert.NilError(t, stopSandbox(env, sbID))
 	assert.Equal(t, env.inspect(t, running).State, docker.StateExited)
 	assert.Equal(t, env.inspect(t, created).State, docker.StateCreated)
 	assert.Equal(t, env.inspect(t, sbID).State, docker.StateExited)
-	assert.Equal(t, env.inspect(t, otherC).State, docker.StateRunning)
+	assert.Equal(t, env.inspect(t, otherC).State, docker.StateRunning) // another sandbox's container stays up
 	assert.Equal(t, env.inspect(t, otherID).State, docker.StateRunning)
 	assert.Check(t, !env.net.Attached(sbID))
 	assert.Check(t, env.net.Attached(otherID))
@@ -71,8 +80,7 @@ func TestStopPodSandboxUnknown(t *testing.T) {
 
 func TestStopPodSandboxNotASandbox(t *testing.T) {
 	env := newRTEnv(t)
-	cfg := rtSandboxConfig("web")
-	sbID := env.runSandbox(t, cfg)
+	sbID, cfg := env.webSandbox(t)
 	cid := env.runContainer(t, sbID, cfg, "app")
 	assert.NilError(t, stopSandbox(env, cid))
 	assert.Equal(t, env.inspect(t, cid).State, docker.StateRunning, "a container id does not stop the container")
@@ -124,8 +132,7 @@ func TestStopPodSandboxWithoutNetwork(t *testing.T) {
 
 func TestStopPodSandboxEngineErrors(t *testing.T) {
 	env := newRTEnv(t)
-	cfg := rtSandboxConfig("web")
-	sbID := env.runSandbox(t, cfg)
+	sbID, cfg := env.webSandbox(t)
 	env.runContainer(t, sbID, cfg, "app")
 
 	for _, method := range []string{"InspectContainer", "ListContainers", "StopContainer"} {
