@@ -228,6 +228,14 @@ func TestCreateContainerErrors(t *testing.T) {
 	sbID, sbCfg := env.webSandbox(t)
 	other := env.createContainer(t, sbID, sbCfg, rtContainerConfig("other"))
 	before := len(env.engine.ContainerIDs())
+	// app is a request for the container "app" in sbID, changed by mutate.
+	app := func(mutate func(c *runtimeapi.ContainerConfig)) func() *runtimeapi.CreateContainerRequest {
+		return func() *runtimeapi.CreateContainerRequest {
+			c := rtContainerConfig("app")
+			mutate(c)
+			return rtCreateReq(sbID, sbCfg, c)
+		}
+	}
 
 	for _, tc := range []struct {
 		name    string
@@ -252,39 +260,27 @@ func TestCreateContainerErrors(t *testing.T) {
 			errKind: cerrdefs.IsInvalidArgument,
 		},
 		{
-			name: "no name",
-			req: func() *runtimeapi.CreateContainerRequest {
-				c := rtContainerConfig("app")
-				c.Metadata.Name = ""
-				return rtCreateReq(sbID, sbCfg, c)
-			},
+			name:    "no name",
+			req:     app(func(c *runtimeapi.ContainerConfig) { c.Metadata.Name = "" }),
 			errKind: cerrdefs.IsInvalidArgument,
 		},
 		{
-			name: "no image",
-			req: func() *runtimeapi.CreateContainerRequest {
-				c := rtContainerConfig("app")
-				c.Image = nil
-				return rtCreateReq(sbID, sbCfg, c)
-			},
+			name:    "no image",
+			req:     app(func(c *runtimeapi.ContainerConfig) { c.Image = nil }),
 			errKind: cerrdefs.IsInvalidArgument,
 		},
 		{
 			name: "image volume",
-			req: func() *runtimeapi.CreateContainerRequest {
-				c := rtContainerConfig("app")
+			req: app(func(c *runtimeapi.ContainerConfig) {
 				c.Mounts = []*runtimeapi.Mount{{ContainerPath: "/img", Image: &runtimeapi.ImageSpec{Image: "data:1"}}}
-				return rtCreateReq(sbID, sbCfg, c)
-			},
+			}),
 			errKind: cerrdefs.IsNotImplemented,
 		},
 		{
 			name: "run as group alone",
-			req: func() *runtimeapi.CreateContainerRequest {
-				c := rtContainerConfig("app")
+			req: app(func(c *runtimeapi.ContainerConfig) {
 				c.Linux = &runtimeapi.LinuxContainerConfig{SecurityContext: &runtimeapi.LinuxContainerSecurityContext{RunAsGroup: &runtimeapi.Int64Value{Value: 1}}}
-				return rtCreateReq(sbID, sbCfg, c)
-			},
+			}),
 			errKind: cerrdefs.IsInvalidArgument,
 		},
 		{
@@ -297,12 +293,8 @@ func TestCreateContainerErrors(t *testing.T) {
 			errKind: cerrdefs.IsInvalidArgument,
 		},
 		{
-			name: "image not present",
-			req: func() *runtimeapi.CreateContainerRequest {
-				c := rtContainerConfig("app")
-				c.Image.Image = "nothere:1"
-				return rtCreateReq(sbID, sbCfg, c)
-			},
+			name:    "image not present",
+			req:     app(func(c *runtimeapi.ContainerConfig) { c.Image.Image = "nothere:1" }),
 			errKind: cerrdefs.IsNotFound,
 		},
 	} {

@@ -250,12 +250,19 @@ func withoutFreeInodes(t *testing.T, root string, got map[string]uint64) map[str
 
 var base = []string{"abc", "k8s_app_pod_ns_uid_0", "busybox:1.36"}
 
+// collectShaped collects the metrics of testTarget(pid) from the tree at root, checks
+// their shape with checkShape and returns them with their values.
+func collectShaped(t *testing.T, root string, pid int) ([]*runtimeapi.Metric, map[string]uint64) {
+	t.Helper()
+	now := time.Unix(1800000000, 0)
+	ms, err := NewCollector(root).Collect(testTarget(pid), now)
+	assert.NilError(t, err)
+	return ms, checkShape(t, ms, now, base)
+}
+
 func TestCollectCgroupV2(t *testing.T) {
 	root := v2Tree(t)
-	now := time.Unix(1800000000, 0)
-	ms, err := NewCollector(root).Collect(testTarget(100), now)
-	assert.NilError(t, err)
-	got := checkShape(t, ms, now, base)
+	ms, got := collectShaped(t, root, 100)
 	want := wantContainerValues(t, root)
 	want["container_threads_max"] = 0 // "max"
 	want["container_pressure_cpu_stalled_seconds_total"] = 1
@@ -279,10 +286,7 @@ func TestCollectCgroupV2(t *testing.T) {
 
 func TestCollectCgroupV1(t *testing.T) {
 	root := v1Tree(t)
-	now := time.Unix(1800000000, 0)
-	ms, err := NewCollector(root).Collect(testTarget(200), now)
-	assert.NilError(t, err)
-	got := checkShape(t, ms, now, base)
+	_, got := collectShaped(t, root, 200)
 	want := wantContainerValues(t, root)
 	want["container_threads_max"] = 4096
 	want["container_pressure_cpu_stalled_seconds_total"] = 0 // no "full" line
@@ -332,10 +336,7 @@ func TestCollectV2WithoutOptionalFiles(t *testing.T) {
 	}
 	// Before Linux 5.18 there is no "kernel" key: its parts are summed.
 	tree(t, cg, map[string]string{"memory.stat": "anon 1\nfile 2\nkernel_stack 10\npagetables 20\nslab 30\ninactive_file 0\n"})
-	now := time.Unix(1800000000, 0)
-	ms, err := NewCollector(root).Collect(testTarget(100), now)
-	assert.NilError(t, err)
-	got := checkShape(t, ms, now, base)
+	_, got := collectShaped(t, root, 100)
 	assert.Equal(t, got["container_memory_kernel_usage"], uint64(60))
 	// Without memory.peak (before Linux 5.19) the peak is 0, as cAdvisor reports it.
 	assert.Equal(t, got["container_memory_max_usage_bytes"], uint64(0))
