@@ -94,11 +94,19 @@ func TestSourceFailureUsesLastGood(t *testing.T) {
 	assert.Equal(t, sourceInfo(t, p)["healthy"], true)
 }
 
-func TestSourceFailureZeroStalenessIsForever(t *testing.T) {
+// downAfterGoodSnapshot returns a pinner whose source "ctr" gave one good snapshot
+// (digA pinned) and now fails, the source and the pinner's clock.
+func downAfterGoodSnapshot(t *testing.T) (*Pinner, *fakeSource, *fakeClock) {
+	t.Helper()
 	s := newFakeSource("ctr", digA)
 	p, clock, _ := newTestPinner(t, emptyConfig(), s)
 	mustEvaluate(t, p, t.Context(), sourceImgs)
 	s.Fail(errors.New("down"))
+	return p, s, clock
+}
+
+func TestSourceFailureZeroStalenessIsForever(t *testing.T) {
+	p, _, clock := downAfterGoodSnapshot(t)
 	clock.Advance(1000 * time.Hour)
 	assert.Assert(t, pinnedBy(mustEvaluate(t, p, t.Context(), sourceImgs)[0], SourceContainerd))
 }
@@ -283,10 +291,7 @@ func TestCheckReusesSnapshotWithinTTL(t *testing.T) {
 }
 
 func TestCheckDoesNotRetryFailingSourceWithinTTL(t *testing.T) {
-	s := newFakeSource("ctr", digA)
-	p, clock, _ := newTestPinner(t, emptyConfig(), s)
-	mustEvaluate(t, p, t.Context(), sourceImgs)
-	s.Fail(errors.New("down"))
+	p, s, clock := downAfterGoodSnapshot(t)
 	clock.Advance(3 * time.Second)
 	assert.Assert(t, pinnedBy(p.Check(t.Context(), sourceImgs[0]), SourceContainerd))
 	assert.Assert(t, pinnedBy(p.Check(t.Context(), sourceImgs[0]), SourceContainerd))
