@@ -9,17 +9,10 @@ import (
 // Attach prepares a streaming attach to a running container's main process and
 // returns its URL.
 func (s *Service) Attach(ctx context.Context, req *runtimeapi.AttachRequest) (*runtimeapi.AttachResponse, error) {
-	st, err := s.streamer()
+	st, id, err := s.streamTarget(ctx, req, nil)
 	if err != nil {
 		return nil, err
 	}
-	if err := checkStreams(req.GetStdin(), req.GetStdout(), req.GetStderr(), req.GetTty()); err != nil {
-		return nil, err
-	}
-	c, err := s.runningContainer(ctx, req.GetContainerId())
-	if err != nil {
-		return nil, err
-	}
-	req.ContainerId = c.ID
+	req.ContainerId = id
 	return st.GetAttach(req)
 }

@@ -11,20 +11,14 @@ import (
 // Exec prepares a streaming exec in a running container and returns its URL
 // (kubelet proxies `kubectl exec` to it).
 func (s *Service) Exec(ctx context.Context, req *runtimeapi.ExecRequest) (*runtimeapi.ExecResponse, error) {
-	st, err := s.streamer()
-	if err != nil {
-		return nil, err
-	}
+	var noCmd error
 	if len(req.GetCmd()) == 0 {
-		return nil, fmt.Errorf("exec needs a command: %w", cerrdefs.ErrInvalidArgument)
+		noCmd = fmt.Errorf("exec needs a command: %w", cerrdefs.ErrInvalidArgument)
 	}
-	if err := checkStreams(req.GetStdin(), req.GetStdout(), req.GetStderr(), req.GetTty()); err != nil {
-		return nil, err
-	}
-	c, err := s.runningContainer(ctx, req.GetContainerId())
+	st, id, err := s.streamTarget(ctx, req, noCmd)
 	if err != nil {
 		return nil, err
 	}
-	req.ContainerId = c.ID
+	req.ContainerId = id
 	return st.GetExec(req)
 }

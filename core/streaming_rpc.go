@@ -48,3 +48,34 @@ func checkStreams(stdin, stdout, stderr, tty bool) error {
 	}
 	return nil
 }
+
+// streamRequest is what an exec and an attach request share.
+type streamRequest interface {
+	GetContainerId() string
+	GetStdin() bool
+	GetStdout() bool
+	GetStderr() bool
+	GetTty() bool
+}
+
+// streamTarget does what Exec and Attach share: it returns the streaming server and
+// the full ID of req's container, which must run, after checking, in this order, that
+// there is a server, that the request is otherwise valid (invalid is the request's
+// own argument error, or nil) and its streams.
+func (s *Service) streamTarget(ctx context.Context, req streamRequest, invalid error) (Streamer, string, error) {
+	st, err := s.streamer()
+	if err != nil {
+		return nil, "", err
+	}
+	if invalid != nil {
+		return nil, "", invalid
+	}
+	if err := checkStreams(req.GetStdin(), req.GetStdout(), req.GetStderr(), req.GetTty()); err != nil {
+		return nil, "", err
+	}
+	c, err := s.runningContainer(ctx, req.GetContainerId())
+	if err != nil {
+		return nil, "", err
+	}
+	return st, c.ID, nil
+}
