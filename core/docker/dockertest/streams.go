@@ -28,21 +28,12 @@ func (f *Fake) SetExecHandler(h func(id string, opts docker.ExecOptions) (int, e
 // when opts.Resize is, or Exec returns. Without Tty the handler gets a nil Resize.
 // Active("Exec") counts the call until it returns.
 func (f *Fake) Exec(ctx context.Context, id string, opts docker.ExecOptions) (int, error) {
-	f.mu.Lock()
-	c, err := f.checkedContainer(ctx, "Exec", "exec in container", id)
+	var handler func(id string, opts docker.ExecOptions) (int, error)
+	c, cid, end, err := f.startStream(ctx, "Exec", "exec in container", id, func() { handler = f.execHandler })
 	if err != nil {
-		f.mu.Unlock()
 		return -1, err
 	}
-	if c.details.State != docker.StateRunning {
-		state := c.details.State
-		f.mu.Unlock()
-		return -1, fmt.Errorf("exec in container %s: container is not running (%s): %w", id, state, cerrdefs.ErrFailedPrecondition)
-	}
-	handler := f.execHandler
-	cid := c.details.ID
-	defer f.begin("Exec")()
-	f.mu.Unlock()
+	defer end()
 	resize, stopResizes := f.forwardResizes(ctx, c, opts.Tty, opts.Resize)
 	defer stopResizes()
 	opts.Resize = resize
@@ -85,21 +76,12 @@ func (f *Fake) SetAttachHandler(h func(id string, opts docker.AttachOptions) err
 // Attach returns. Active("Attach") counts the call until it returns.
 func (f *Fake) Attach(ctx context.Context, id string, opts docker.AttachOptions) error {
 	op := "attach to container " + id
-	f.mu.Lock()
-	c, err := f.checkedContainer(ctx, "Attach", "attach to container", id)
+	var handler func(id string, opts docker.AttachOptions) error
+	c, cid, end, err := f.startStream(ctx, "Attach", "attach to container", id, func() { handler = f.attachHandler })
 	if err != nil {
-		f.mu.Unlock()
 		return err
 	}
-	if c.details.State != docker.StateRunning {
-		state := c.details.State
-		f.mu.Unlock()
-		return fmt.Errorf("%s: container is not running (%s): %w", op, state, cerrdefs.ErrFailedPrecondition)
-	}
-	handler := f.attachHandler
-	cid := c.details.ID
-	defer f.begin("Attach")()
-	f.mu.Unlock()
+	defer end()
 	resize, stopResizes := f.forwardResizes(ctx, c, opts.Tty, opts.Resize)
 	defer stopResizes()
 	opts.Resize = resize
@@ -118,6 +100,24 @@ func (f *Fake) Attach(ctx context.Context, id string, opts docker.AttachOptions)
 	case <-ctx.Done():
 		return fmt.Errorf("%s: %w", op, ctx.Err())
 	}
+}
+
+// startStream starts a call of method (what names it in errors) on container id,
+// which must run (else FailedPrecondition), and returns the container and its full
+// ID; pick reads the call's handler under f's lock. The call counts in
+// Active(method) until end is called.
+func (f *Fake) startStream(ctx context.Context, method, what, id string, pick func()) (c *fakeContainer, cid string, end func(), err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	c, err = f.checkedContainer(ctx, method, what, id)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	if c.details.State != docker.StateRunning {
+		return nil, "", nil, fmt.Errorf("%s %s: container is not running (%s): %w", what, id, c.details.State, cerrdefs.ErrFailedPrecondition)
+	}
+	pick()
+	return c, c.details.ID, f.begin(method), nil
 }
 
 // echoUntilStopped is the default attach: it copies opts.Stdin to opts.Stdout, if
