@@ -88,15 +88,7 @@ func (cg *cgroup) memory(e *emitter) {
 		v, ok := st[key]
 		return v, ok
 	}
-	if v, ok := stat("rss"); ok {
-		e.add("container_memory_rss", v)
-	}
-	if v, ok := stat("cache"); ok {
-		e.add("container_memory_cache", v)
-	}
-	if v, ok := stat("mapped_file"); ok {
-		e.add("container_memory_mapped_file", v)
-	}
+	addStats(e, stat, [][2]string{{"rss", "container_memory_rss"}, {"cache", "container_memory_cache"}, {"mapped_file", "container_memory_mapped_file"}})
 	if hasUsage {
 		inactive, _ := stat("inactive_file")
 		e.add("container_memory_working_set_bytes", usage-min(usage, inactive))
@@ -107,6 +99,16 @@ func (cg *cgroup) memory(e *emitter) {
 		e.add("container_memory_swap", v)
 	}
 	faults(e, stat)
+}
+
+// addStats adds, for each {key, metric} of stats, metric with the value stat has
+// for key, if any.
+func addStats(e *emitter, stat func(string) (uint64, bool), stats [][2]string) {
+	for _, km := range stats {
+		if v, ok := stat(km[0]); ok {
+			e.add(km[1], v)
+		}
+	}
 }
 
 func (cg *cgroup) memoryV2(e *emitter) {
@@ -131,15 +133,7 @@ func (cg *cgroup) memoryV2(e *emitter) {
 		return
 	}
 	stat := func(key string) (uint64, bool) { v, ok := st[key]; return v, ok }
-	if v, ok := stat("anon"); ok {
-		e.add("container_memory_rss", v)
-	}
-	if v, ok := stat("file"); ok {
-		e.add("container_memory_cache", v)
-	}
-	if v, ok := stat("file_mapped"); ok {
-		e.add("container_memory_mapped_file", v)
-	}
+	addStats(e, stat, [][2]string{{"anon", "container_memory_rss"}, {"file", "container_memory_cache"}, {"file_mapped", "container_memory_mapped_file"}})
 	if v, ok := stat("kernel"); ok { // Linux 5.18
 		e.add("container_memory_kernel_usage", v)
 	} else if v, ok := stat("kernel_stack"); ok {
