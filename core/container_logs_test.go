@@ -19,14 +19,12 @@ func TestResumeLogs(t *testing.T) {
 	env := newRTEnv(t)
 	sbID, sbCfg := env.webSandbox(t)
 	running := env.runContainer(t, sbID, sbCfg, "app")
-	exited := env.runContainer(t, sbID, sbCfg, "job")
-	assert.NilError(t, stopContainer(env, exited, 0))
+	env.exitedContainer(t, sbID, sbCfg, "job")
 	// Exited while we were down, and kubelet still has its log: its last lines are copied.
 	logDir := t.TempDir()
 	sbLogs := rtSandboxConfig("web")
 	sbLogs.LogDirectory = logDir
-	finished := env.runContainer(t, sbID, sbLogs, "finished")
-	assert.NilError(t, stopContainer(env, finished, 0))
+	finished := env.exitedContainer(t, sbID, sbLogs, "finished")
 	finishedLog := filepath.Join(logDir, "finished", "0.log")
 	assert.NilError(t, os.MkdirAll(filepath.Dir(finishedLog), 0o750))
 	assert.NilError(t, os.WriteFile(finishedLog, nil, 0o640))

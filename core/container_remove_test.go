@@ -20,8 +20,7 @@ func TestRemoveContainer(t *testing.T) {
 	env := newRTEnv(t)
 	sbID, sbCfg := env.webSandbox(t)
 	running := env.runContainer(t, sbID, sbCfg, "app")
-	exited := env.runContainer(t, sbID, sbCfg, "job")
-	assert.NilError(t, stopContainer(env, exited, 0))
+	exited := env.exitedContainer(t, sbID, sbCfg, "job")
 
 	for _, cid := range []string{running, exited} {
 		assert.NilError(t, removeContainer(env, cid))

@@ -177,6 +177,14 @@ func (e *rtEnv) runContainer(t *testing.T, sbID string, sbCfg *runtimeapi.PodSan
 	return cid
 }
 
+// exitedContainer runs the container name in sandbox sbID and stops it.
+func (e *rtEnv) exitedContainer(t *testing.T, sbID string, sbCfg *runtimeapi.PodSandboxConfig, name string) string {
+	t.Helper()
+	cid := e.runContainer(t, sbID, sbCfg, name)
+	assert.NilError(t, stopContainer(e, cid, 0))
+	return cid
+}
+
 // spec returns the engine spec of container cid.
 func (e *rtEnv) spec(t *testing.T, cid string) docker.ContainerSpec {
 	t.Helper()
