@@ -296,6 +296,15 @@ func pulled(fake *fakeContainerd, name, digest string) {
 	fake.put("moby", name, digest, map[string]string{"from": "pull"})
 }
 
+// pullKept pulls ref through src.KeepPin: the pull writes record name with digest;
+// it returns the record's PinnedLabel afterwards.
+func pullKept(ctx context.Context, fake *fakeContainerd, src *ContainerdSource, ref, name, digest string) string {
+	after := src.KeepPin(ctx, ref)
+	pulled(fake, name, digest)
+	after(ctx)
+	return fake.labels("moby", name)[PinnedLabel]
+}
+
 // TestContainerdKeepPinUnknownBeforePull: containerd cannot answer before the pull;
 // after it, the last good snapshot decides, so the pin is not lost.
 func TestContainerdKeepPinUnknownBeforePull(t *testing.T) {
@@ -305,16 +314,10 @@ func TestContainerdKeepPinUnknownBeforePull(t *testing.T) {
 	assert.NilError(t, err)
 
 	fake.failNext(1, 0)
-	after := src.KeepPin(ctx, "busybox")
-	pulled(fake, "docker.io/library/busybox:latest", digestC)
-	after(ctx)
-	assert.Equal(t, fake.labels("moby", "docker.io/library/busybox:latest")[PinnedLabel], PinnedValue)
+	assert.Equal(t, pullKept(ctx, fake, src, "busybox", "docker.io/library/busybox:latest", digestC), PinnedValue)
 
 	fake.failNext(1, 0) // plain:1 was not pinned in the snapshot: nothing to put back
-	after = src.KeepPin(ctx, "plain:1")
-	pulled(fake, "docker.io/library/plain:1", digestD)
-	after(ctx)
-	assert.Check(t, fake.labels("moby", "docker.io/library/plain:1")[PinnedLabel] == "")
+	assert.Check(t, pullKept(ctx, fake, src, "plain:1", "docker.io/library/plain:1", digestD) == "")
 }
 
 // TestContainerdKeepPinFromSavedSnapshot: after a restart, before containerd answered
@@ -331,10 +334,7 @@ func TestContainerdKeepPinFromSavedSnapshot(t *testing.T) {
 	_, err = restarted.DecodeSnapshot(saved)
 	assert.NilError(t, err)
 	fake2.failNext(1, 0)
-	after := restarted.KeepPin(ctx, "busybox")
-	pulled(fake2, "docker.io/library/busybox:latest", digestC)
-	after(ctx)
-	assert.Equal(t, fake2.labels("moby", "docker.io/library/busybox:latest")[PinnedLabel], PinnedValue)
+	assert.Equal(t, pullKept(ctx, fake2, restarted, "busybox", "docker.io/library/busybox:latest", digestC), PinnedValue)
 	assert.Check(t, !restarted.wasPinned("docker.io/library/plain:1"))
 }
 
@@ -344,10 +344,7 @@ func TestContainerdKeepPinOwnContext(t *testing.T) {
 	fake, src := keepPinEnv(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	after := src.KeepPin(ctx, "busybox")
-	pulled(fake, "docker.io/library/busybox:latest", digestC)
-	after(ctx)
-	assert.Equal(t, fake.labels("moby", "docker.io/library/busybox:latest")[PinnedLabel], PinnedValue)
+	assert.Equal(t, pullKept(ctx, fake, src, "busybox", "docker.io/library/busybox:latest", digestC), PinnedValue)
 }
 
 // TestContainerdKeepPinRetries: a restore that fails is retried; one that keeps
