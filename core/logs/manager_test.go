@@ -170,12 +170,7 @@ func currentUmask() os.FileMode {
 }
 
 func TestManagerFollows(t *testing.T) {
-	e := newEngine()
-	addLogs(t, e, "c1", logMsg{at(1), "stdout", "first\n"})
-	m := newTestManager(t, e, Config{})
-	path := filepath.Join(t.TempDir(), "0.log")
-	assert.NilError(t, startAt(m, context.Background(), "c1", path))
-	waitLines(t, path, 1)
+	e, m, path := copyingOne(t, logMsg{at(1), "stdout", "first\n"})
 
 	addLogs(t, e, "c1", logMsg{at(2), "stderr", "second\n"})
 	waitLines(t, path, 2)
@@ -326,8 +321,7 @@ func (s concurrentSource) ContainerLogs(_ context.Context, _ string, opts docker
 func TestManagerStreamsDoNotInterleave(t *testing.T) {
 	const lines = 200
 	m := newTestManager(t, concurrentSource{lines: lines}, Config{MaxLineSize: 64})
-	path := filepath.Join(t.TempDir(), "0.log")
-	assert.NilError(t, startAt(m, context.Background(), "c1", path))
+	path := startCopy(t, m, "c1")
 	waitDone(t, m, "c1")
 
 	got := logical(readCRI(t, path))
@@ -372,6 +366,26 @@ func TestConfig(t *testing.T) {
 
 // startAt records path (its directory as the pod's log directory) as container id's
 // log file and starts copying it.
+// copyingOne is a manager copying container c1's log, one message so far, to the
+// file at path, which has that line.
+func copyingOne(t *testing.T, msg logMsg) (*dockertest.Fake, *Manager, string) {
+	t.Helper()
+	e := newEngine()
+	addLogs(t, e, "c1", msg)
+	m := newTestManager(t, e, Config{})
+	path := startCopy(t, m, "c1")
+	waitLines(t, path, 1)
+	return e, m, path
+}
+
+// startCopy starts copying container id's logs to a new 0.log and returns its path.
+func startCopy(t *testing.T, m *Manager, id string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "0.log")
+	assert.NilError(t, startAt(m, context.Background(), id, path))
+	return path
+}
+
 func startAt(m *Manager, ctx context.Context, id, path string) error {
 	if err := m.Record(id, LogFile{Dir: filepath.Dir(path), Name: filepath.Base(path)}); err != nil {
 		return err

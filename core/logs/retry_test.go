@@ -43,8 +43,7 @@ func TestManagerRetry(t *testing.T) {
 				e.BreakLogs("c1", tc.failAfter, tc.failMid, errEngineDown)
 				finish(e, "c1")
 				m := newTestManager(t, e, Config{MaxLineSize: 10})
-				path := filepath.Join(t.TempDir(), "0.log")
-				assert.NilError(t, startAt(m, context.Background(), "c1", path))
+				path := startCopy(t, m, "c1")
 				waitDone(t, m, "c1")
 				assert.Equal(t, readFile(t, path), want)
 				assert.Equal(t, len(sinces(e, "c1")), 2, "one retry")
@@ -72,12 +71,7 @@ func TestManagerRetriesWhileEngineDown(t *testing.T) {
 }
 
 func TestManagerContainerGone(t *testing.T) {
-	e := newEngine()
-	addLogs(t, e, "c1", logMsg{at(1), "stdout", "a\n"})
-	m := newTestManager(t, e, Config{})
-	path := filepath.Join(t.TempDir(), "0.log")
-	assert.NilError(t, startAt(m, context.Background(), "c1", path))
-	waitLines(t, path, 1)
+	e, m, _ := copyingOne(t, logMsg{at(1), "stdout", "a\n"})
 	assert.NilError(t, e.RemoveContainer(context.Background(), "c1"))
 	waitDone(t, m, "c1")
 }
