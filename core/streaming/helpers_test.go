@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -181,4 +182,16 @@ func testRuntime(t *testing.T, engine Engine) *runtime {
 	assert.NilError(t, err)
 	t.Cleanup(func() { assert.NilError(t, s.Close()) })
 	return &runtime{engine: engine, log: log, s: s}
+}
+
+// hostNetEngine is an engine with the running host-network sandbox "hostnet", and
+// the port of a listener on the host answering "host".
+func hostNetEngine(t *testing.T) (*dockertest.Fake, int) {
+	t.Helper()
+	port, err := listenAnswers(t, "127.0.0.1:0", "host")
+	assert.NilError(t, err)
+	engine := newEngine(t)
+	// A host-network sandbox shares the shim's network namespace: the test's own.
+	addContainer(t, engine, "hostnet", docker.StateRunning, os.Getpid())
+	return engine, port
 }

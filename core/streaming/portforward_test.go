@@ -138,11 +138,7 @@ func forward(t *testing.T, r *runtime, sandbox string, port int, send string) (s
 }
 
 func TestPortForwardHostNetwork(t *testing.T) {
-	port, err := listenAnswers(t, "127.0.0.1:0", "host")
-	assert.NilError(t, err)
-	engine := newEngine(t)
-	// A host-network sandbox shares the shim's network namespace: the test's own.
-	addContainer(t, engine, "hostnet", docker.StateRunning, os.Getpid())
+	engine, port := hostNetEngine(t)
 	r := testRuntime(t, engine)
 
 	got, err := forward(t, r, "hostnet", port, "ping")

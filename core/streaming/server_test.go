@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"os"
 	"strings"
 	"sync"
 	"syscall"
@@ -258,10 +257,7 @@ func TestServerAttach(t *testing.T) {
 }
 
 func TestServerPortForward(t *testing.T) {
-	port, err := listenAnswers(t, "127.0.0.1:0", "host")
-	assert.NilError(t, err)
-	engine := newEngine(t)
-	addContainer(t, engine, "hostnet", docker.StateRunning, os.Getpid())
+	engine, port := hostNetEngine(t)
 	s := newTestServer(t, engine)
 
 	resp, err := s.GetPortForward(&runtimeapi.PortForwardRequest{PodSandboxId: "hostnet", Port: []int32{int32(port)}})
