@@ -14,18 +14,25 @@ import (
 
 // containerInspect returns container id, NotFound when there is none or it is a sandbox.
 func (s *Service) containerInspect(ctx context.Context, id string) (docker.ContainerDetails, error) {
+	return s.inspectTyped(ctx, id, typeContainer, "container", "kubernetes container")
+}
+
+// inspectTyped returns engine container id when its type label is typ, NotFound when
+// there is none or it is of another type; what names the CRI object in errors and
+// typeName the type.
+func (s *Service) inspectTyped(ctx context.Context, id, typ, what, typeName string) (docker.ContainerDetails, error) {
 	if id == "" {
-		return docker.ContainerDetails{}, fmt.Errorf("container id is empty: %w", cerrdefs.ErrInvalidArgument)
+		return docker.ContainerDetails{}, fmt.Errorf("%s id is empty: %w", what, cerrdefs.ErrInvalidArgument)
 	}
 	c, err := s.docker.InspectContainer(ctx, id)
 	if err != nil {
 		if cerrdefs.IsNotFound(err) {
-			return c, fmt.Errorf("container %q not found: %w", id, cerrdefs.ErrNotFound)
+			return c, fmt.Errorf("%s %q not found: %w", what, id, cerrdefs.ErrNotFound)
 		}
 		return c, err
 	}
-	if c.Labels[labelContainerType] != typeContainer {
-		return c, fmt.Errorf("container %q not found (%s is not a kubernetes container): %w", id, c.ID, cerrdefs.ErrNotFound)
+	if c.Labels[labelContainerType] != typ {
+		return c, fmt.Errorf("%s %q not found (container %s is not a %s): %w", what, id, c.ID, typeName, cerrdefs.ErrNotFound)
 	}
 	return c, nil
 }

@@ -32,20 +32,7 @@ const (
 // sandboxInspect returns the sandbox container id, NotFound when there is no
 // container or it is not a sandbox.
 func (s *Service) sandboxInspect(ctx context.Context, id string) (docker.ContainerDetails, error) {
-	if id == "" {
-		return docker.ContainerDetails{}, fmt.Errorf("pod sandbox id is empty: %w", cerrdefs.ErrInvalidArgument)
-	}
-	c, err := s.docker.InspectContainer(ctx, id)
-	if err != nil {
-		if cerrdefs.IsNotFound(err) {
-			return c, fmt.Errorf("pod sandbox %q not found: %w", id, cerrdefs.ErrNotFound)
-		}
-		return c, err
-	}
-	if c.Labels[labelContainerType] != typeSandbox {
-		return c, fmt.Errorf("pod sandbox %q not found (container %s is not a sandbox): %w", id, c.ID, cerrdefs.ErrNotFound)
-	}
-	return c, nil
+	return s.inspectTyped(ctx, id, typeSandbox, "pod sandbox", "sandbox")
 }
 
 // hostNetwork tells whether the sandbox config asks for the node's network namespace.
