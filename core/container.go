@@ -17,6 +17,17 @@ func (s *Service) containerInspect(ctx context.Context, id string) (docker.Conta
 	return s.inspectTyped(ctx, id, typeContainer, "container", "kubernetes container")
 }
 
+// containerWithMetadata returns container id (see containerInspect) and its CRI
+// metadata, read from its name.
+func (s *Service) containerWithMetadata(ctx context.Context, id string) (docker.ContainerDetails, *runtimeapi.ContainerMetadata, error) {
+	c, err := s.containerInspect(ctx, id)
+	if err != nil {
+		return c, nil, err
+	}
+	md, err := containerMetadata(c.Container)
+	return c, md, err
+}
+
 // inspectTyped returns engine container id when its type label is typ, NotFound when
 // there is none or it is of another type; what names the CRI object in errors and
 // typeName the type.

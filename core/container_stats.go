@@ -8,11 +8,7 @@ import (
 
 // ContainerStats samples one container's CPU and memory usage.
 func (s *Service) ContainerStats(ctx context.Context, req *runtimeapi.ContainerStatsRequest) (*runtimeapi.ContainerStatsResponse, error) {
-	c, err := s.containerInspect(ctx, req.GetContainerId())
-	if err != nil {
-		return nil, err
-	}
-	md, err := containerMetadata(c.Container)
+	c, md, err := s.containerWithMetadata(ctx, req.GetContainerId())
 	if err != nil {
 		return nil, err
 	}

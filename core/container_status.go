@@ -13,11 +13,7 @@ import (
 
 // ContainerStatus reports a container's state; NotFound when there is none.
 func (s *Service) ContainerStatus(ctx context.Context, req *runtimeapi.ContainerStatusRequest) (*runtimeapi.ContainerStatusResponse, error) {
-	c, err := s.containerInspect(ctx, req.GetContainerId())
-	if err != nil {
-		return nil, err
-	}
-	md, err := containerMetadata(c.Container)
+	c, md, err := s.containerWithMetadata(ctx, req.GetContainerId())
 	if err != nil {
 		return nil, err
 	}
