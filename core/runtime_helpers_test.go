@@ -13,6 +13,7 @@ import (
 	"github.com/dockpin/cri-dockerd/core/docker"
 	"github.com/dockpin/cri-dockerd/core/docker/dockertest"
 	"github.com/dockpin/cri-dockerd/core/network"
+	"github.com/dockpin/cri-dockerd/logctx"
 	"github.com/dockpin/cri-dockerd/pinning"
 )
 
@@ -66,7 +67,7 @@ func newRTEnv(t *testing.T, opts ...rtOption) *rtEnv {
 	if o.cgroupDriver == "" {
 		o.cgroupDriver = "systemd"
 	}
-	pins, err := pinning.New(pinning.DefaultConfig(), quietLogger())
+	pins, err := pinning.New(pinning.DefaultConfig(), logctx.Discard())
 	assert.NilError(t, err)
 	engine := dockertest.New()
 	root := t.TempDir()
@@ -85,7 +86,7 @@ func newRTEnv(t *testing.T, opts ...rtOption) *rtEnv {
 		engine: engine, logs: newRTFakeLogs(), checkpoints: store,
 		cpDir: filepath.Join(cpRoot, "sandbox"), dockerRoot: root,
 	}
-	deps := Deps{Docker: KeepPins(engine, o.keeper), Pins: pins, Checkpoints: store, Logs: env.logs, Log: quietLogger()}
+	deps := Deps{Docker: KeepPins(engine, o.keeper), Pins: pins, Checkpoints: store, Logs: env.logs, Log: logctx.Discard()}
 	if !o.noNetwork {
 		env.net = newRTFakeNetwork()
 		deps.Network = env.net

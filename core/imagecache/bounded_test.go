@@ -3,19 +3,18 @@ package imagecache
 import (
 	"context"
 	"fmt"
-	"io"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
-	"github.com/sirupsen/logrus"
 	"gotest.tools/v3/assert"
 	"gotest.tools/v3/poll"
 
 	"github.com/dockpin/cri-dockerd/core/docker"
 	"github.com/dockpin/cri-dockerd/core/docker/dockertest"
+	"github.com/dockpin/cri-dockerd/logctx"
 )
 
 // requestKey marks a test's request contexts, so that reply hooks can hold only the
@@ -146,9 +145,7 @@ func TestCacheServesFromEngineWhileStarting(t *testing.T) {
 func TestCacheBeforeRunAsksTheEngine(t *testing.T) {
 	fake := dockertest.New()
 	fake.AddImage(img(1, "a:1"))
-	log := logrus.New()
-	log.SetOutput(io.Discard)
-	c := New(fake, fastConfig(), log)
+	c := New(fake, fastConfig(), logctx.Discard())
 	list, err := c.ListImages(context.Background()) // no deadline: it must not wait
 	assert.NilError(t, err)
 	assert.Equal(t, len(list), 1)

@@ -3,7 +3,6 @@ package imagecache
 import (
 	"context"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -11,12 +10,12 @@ import (
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
-	"github.com/sirupsen/logrus"
 	"gotest.tools/v3/assert"
 	"gotest.tools/v3/poll"
 
 	"github.com/dockpin/cri-dockerd/core/docker"
 	"github.com/dockpin/cri-dockerd/core/docker/dockertest"
+	"github.com/dockpin/cri-dockerd/logctx"
 )
 
 var id = dockertest.ImageID
@@ -28,16 +27,10 @@ func img(n int, tags ...string) docker.Image {
 	return i
 }
 
-func quietLogger() *logrus.Logger {
-	l := logrus.New()
-	l.SetOutput(io.Discard)
-	return l
-}
-
 // startCache runs a cache over fake with cfg until the test ends.
 func startCache(t *testing.T, fake *dockertest.Fake, cfg Config) *Cache {
 	t.Helper()
-	c := New(fake, cfg, quietLogger())
+	c := New(fake, cfg, logctx.Discard())
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { c.Run(ctx); close(done) }()

@@ -8,11 +8,12 @@ import (
 	is "gotest.tools/v3/assert/cmp"
 
 	"github.com/dockpin/cri-dockerd/core/docker"
+	"github.com/dockpin/cri-dockerd/logctx"
 	"github.com/dockpin/cri-dockerd/pinning"
 )
 
 func TestContainerdPinsDecision(t *testing.T) {
-	log := quietLogger()
+	log := logctx.Discard()
 	missing := t.TempDir() + "/no-containerd.sock"
 	ctrdStore := docker.Info{ContainerdStore: true, ContainerdAddress: missing, ContainerdNamespace: "moby"}
 	classic := docker.Info{Driver: "overlay2", ContainerdAddress: missing, ContainerdNamespace: "moby"}

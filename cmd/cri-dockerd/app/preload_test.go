@@ -16,6 +16,7 @@ import (
 
 	"github.com/dockpin/cri-dockerd/core/docker"
 	"github.com/dockpin/cri-dockerd/core/docker/dockertest"
+	"github.com/dockpin/cri-dockerd/logctx"
 	"github.com/dockpin/cri-dockerd/pinning"
 )
 
@@ -33,7 +34,7 @@ func TestPreloadImages(t *testing.T) {
 	fake := dockertest.New()
 	fake.AddArchive("archive-a", docker.Image{ID: "sha256:a", RepoTags: []string{"a:1", "a:2"}})
 	fake.AddArchive("archive-b", docker.Image{ID: "sha256:b"})
-	log := quietLogger()
+	log := logctx.Discard()
 
 	got := preloadImages(fake, dir, log)
 	assert.Equal(t, len(got), 3)
@@ -64,7 +65,7 @@ func TestPreloadFailedLoadKeepsManifestRefs(t *testing.T) {
 			`{"annotations":{"org.opencontainers.image.ref.name":"quay.io/x/y:3"}}]}`,
 	})
 	fake := dockertest.New() // it knows neither archive: both loads fail
-	got := preloadImages(fake, dir, quietLogger())
+	got := preloadImages(fake, dir, logctx.Discard())
 	const failed = "load images: invalid archive: invalid argument"
 	assert.DeepEqual(t, got, []pinning.Preloaded{
 		{Tarball: "docker-save.tar.gz", Refs: []string{"app:1", "registry.local/app:1"}, Failed: failed, Origin: pinning.OriginManifest},

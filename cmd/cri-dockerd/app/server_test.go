@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"strings"
 	"testing"
@@ -20,10 +19,12 @@ import (
 	"google.golang.org/grpc/test/bufconn"
 	"gotest.tools/v3/assert"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/dockpin/cri-dockerd/logctx"
 )
 
 func TestInterceptorConvertsErrdefsOnce(t *testing.T) {
-	log := quietLogger()
+	log := logctx.Discard()
 	ic := &interceptor{log: log, timeout: time.Minute}
 	tests := []struct {
 		err  error
@@ -45,7 +46,7 @@ func TestInterceptorConvertsErrdefsOnce(t *testing.T) {
 }
 
 func TestInterceptorDeadlines(t *testing.T) {
-	log := quietLogger()
+	log := logctx.Discard()
 	ic := &interceptor{log: log, timeout: time.Minute}
 	deadline := func(method string) bool {
 		var has bool
@@ -64,13 +65,6 @@ func TestPolling(t *testing.T) {
 	} {
 		assert.Equal(t, polling(rpc), want, rpc)
 	}
-}
-
-// quietLogger is a logger that discards what it gets.
-func quietLogger() *logrus.Logger {
-	l := logrus.New()
-	l.SetOutput(io.Discard)
-	return l
 }
 
 // panicky is a CRI server whose ListImages and StreamImages panic and whose
