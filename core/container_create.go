@@ -105,7 +105,7 @@ func (s *Service) containerSpec(ctx context.Context, sandboxID string, cfg *runt
 		spec.Resources = resources(r)
 		spec.OomScoreAdj = int(r.GetOomScoreAdj())
 	}
-	info, err := s.docker.Info(ctx)
+	info, err := s.engineInfo(ctx)
 	if err != nil {
 		return spec, err
 	}

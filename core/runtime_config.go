@@ -8,7 +8,7 @@ import (
 
 // RuntimeConfig reports the engine's cgroup driver, which kubelet must match.
 func (s *Service) RuntimeConfig(ctx context.Context, _ *runtimeapi.RuntimeConfigRequest) (*runtimeapi.RuntimeConfigResponse, error) {
-	info, err := s.docker.Info(ctx)
+	info, err := s.engineInfo(ctx)
 	if err != nil {
 		return nil, err
 	}

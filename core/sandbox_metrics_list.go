@@ -41,7 +41,7 @@ func (s *Service) ListPodSandboxMetrics(ctx context.Context, _ *runtimeapi.ListP
 	for _, c := range containers {
 		byPod[c.Labels[labelSandboxID]] = append(byPod[c.Labels[labelSandboxID]], c)
 	}
-	info, err := s.docker.Info(ctx)
+	info, err := s.engineInfo(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("engine info: %w", err)
 	}

@@ -109,7 +109,7 @@ func (s *Service) sandboxSpec(ctx context.Context, cfg *runtimeapi.PodSandboxCon
 		spec.IpcMode = modeHost
 	}
 	spec.Sysctls = lx.GetSysctls()
-	info, err := s.docker.Info(ctx)
+	info, err := s.engineInfo(ctx)
 	if err != nil {
 		return spec, err
 	}

@@ -119,11 +119,12 @@ type Service struct {
 	cfg    Config
 	deps   Deps
 	log    logrus.FieldLogger
+	info   *infoCache // the engine's /info, reused briefly (engineInfo)
 }
 
 // New returns a Service with the settings cfg over the parts deps.
 func New(cfg Config, deps Deps) *Service {
-	return &Service{docker: deps.Docker, pins: deps.Pins, cfg: cfg, deps: deps, log: logctx.OrDiscard(deps.Log)}
+	return &Service{docker: deps.Docker, pins: deps.Pins, cfg: cfg, deps: deps, log: logctx.OrDiscard(deps.Log), info: &infoCache{}}
 }
 
 // logger returns the request's logger (method and request id), or the service's

@@ -63,7 +63,7 @@ func (s *Service) runtimeHandlers(ctx context.Context, engineUp bool) []*runtime
 	if !engineUp {
 		return out
 	}
-	info, err := s.docker.Info(ctx)
+	info, err := s.engineInfo(ctx)
 	if err != nil {
 		s.logger(ctx).WithError(err).Debug("cannot list the engine's runtimes")
 		return out
