@@ -75,7 +75,9 @@ func (m *Manager) undo(ctx context.Context, log logrus.FieldLogger, list *libcni
 // entry it deletes with the current configuration. A network namespace that is gone is
 // passed as empty, which the CNI spec allows for DEL (plugins then only release what
 // they hold on the host). It is idempotent: tearing down twice, or a sandbox that was
-// never set up, succeeds. A failure of the loopback plugin is only logged, as upstream.
+// never set up, succeeds. Loopback is deleted as recorded too: upstream cri-dockerd's
+// entry (cni-loopback-<id>-eth0, which is never taken for the pod network) and ours
+// (under lo); a failure of the loopback plugin is only logged, as upstream.
 func (m *Manager) TearDown(ctx context.Context, pn PodNetwork) error {
 	if err := pn.validate(false); err != nil {
 		return err
@@ -92,7 +94,8 @@ func (m *Manager) TearDown(ctx context.Context, pn PodNetwork) error {
 
 	var errs []error
 	done := false
-	for _, att := range m.cachedAttachments(log, pn.SandboxID) {
+	pod, loopback := m.cachedAttachments(log, pn.SandboxID)
+	for _, att := range pod {
 		list, err := libcni.NetworkConfFromBytes(att.Config)
 		if err != nil || len(list.Plugins) == 0 {
 			log.WithField("network", att.Network).Warn("cached network config unusable, deleting with the current one")
@@ -122,6 +125,17 @@ func (m *Manager) TearDown(ctx context.Context, pn PodNetwork) error {
 			if err := m.cni.DelNetworkList(ctx, nc.list, runtimeConf(pn, netns, cidrs)); err != nil {
 				errs = append(errs, classify(fmt.Sprintf("%s: network %q", op, nc.list.Name), err))
 			}
+		}
+	}
+	// Upstream's loopback attachment (recorded under eth0), then ours (under lo).
+	for _, att := range loopback {
+		list, err := libcni.NetworkConfFromBytes(att.Config)
+		if err != nil || len(list.Plugins) == 0 {
+			list = m.loopback
+		}
+		rt := &libcni.RuntimeConf{ContainerID: pn.SandboxID, NetNS: netns, IfName: att.IfName, Args: att.CniArgs, CapabilityArgs: att.CapabilityArgs}
+		if err := m.cni.DelNetworkList(ctx, list, rt); err != nil {
+			log.WithError(err).WithField("interface", att.IfName).Warn("tear down pod loopback")
 		}
 	}
 	if err := m.cni.DelNetworkList(ctx, m.loopback, m.loopbackConf(pn, netns)); err != nil {
