@@ -10,6 +10,7 @@ import (
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
+	"github.com/sirupsen/logrus"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/dockpin/cri-dockerd/core/docker"
@@ -136,16 +137,44 @@ func (s *Service) sandboxSpec(ctx context.Context, cfg *runtimeapi.PodSandboxCon
 	return spec, nil
 }
 
-// createContainer creates spec, retrying once with upstream's random name suffix when
-// the engine still holds a container of that name.
+// createContainer creates spec. On a name conflict it behaves as upstream cri-dockerd,
+// so that kubelet sees the same outcome whichever binary runs the node: a conflicting
+// container that is not running (left by a crash, or by a create whose answer was
+// lost) is removed and the conflict returned, and kubelet's retry creates the
+// container under its plain name; a running one (or one that cannot be removed) only
+// fails the create; only when the conflicting container is already gone is spec
+// created under the name with upstream's random suffix.
 func (s *Service) createContainer(ctx context.Context, spec docker.ContainerSpec) (string, error) {
 	id, err := s.docker.CreateContainer(ctx, spec)
-	if cerrdefs.IsAlreadyExists(err) {
-		s.logger(ctx).WithField("name", spec.Name).Warn("container name in use, creating with a random suffix")
-		spec.Name = withRandomSuffix(spec.Name)
-		id, err = s.docker.CreateContainer(ctx, spec)
+	if !cerrdefs.IsAlreadyExists(err) {
+		return id, err
 	}
-	return id, err
+	log := s.logger(ctx).WithField("name", spec.Name)
+	conflict, ierr := s.docker.InspectContainer(ctx, spec.Name)
+	switch {
+	case cerrdefs.IsNotFound(ierr):
+		// Gone since the create: the engine may still hold the name for a moment.
+	case ierr != nil:
+		log.WithError(ierr).Warn("container name in use, and the container holding it cannot be inspected")
+		return "", err
+	case conflict.State == docker.StateRunning || conflict.State == docker.StatePaused || conflict.State == docker.StateRestarting:
+		// Upstream removes without force, which the engine refuses for these.
+		log.WithFields(logrus.Fields{"container": conflict.ID, "state": conflict.State}).Warn("container name in use by a live container")
+		return "", err
+	default:
+		rerr := s.docker.RemoveContainer(ctx, conflict.ID)
+		if rerr == nil {
+			log.WithField("container", conflict.ID).Info("container name was in use: removed the non-running container holding it, the retry can create it")
+			return "", fmt.Errorf("%w (the non-running container %s holding the name was removed: retry)", err, conflict.ID)
+		}
+		if !cerrdefs.IsNotFound(rerr) {
+			log.WithError(rerr).WithField("container", conflict.ID).Warn("container name in use, and the container holding it cannot be removed")
+			return "", err
+		}
+	}
+	spec.Name = withRandomSuffix(spec.Name)
+	log.WithField("random_name", spec.Name).Warn("container name held by a container that is gone, creating with a random suffix")
+	return s.docker.CreateContainer(ctx, spec)
 }
 
 // ensureImage pulls ref unless the engine has it, with the node's credentials for its
