@@ -32,6 +32,7 @@ type stack struct {
 	stackDir   string
 	dockerHost string
 	binary     string // our cri-dockerd
+	upstream   string // upstream cri-dockerd (UPSTREAM_CRI_DOCKERD_BIN, hack/install-upstream.sh); "" when not given
 	engineBin  string // dockerd, containerd, ctr, runc
 	crictl     string
 	registry   string // host:port of the local registry
@@ -58,6 +59,7 @@ func runMain(m *testing.M) int {
 		root:     root,
 		store:    envOr("E2E_STORE", "classic"),
 		binary:   envOr("CRI_DOCKERD_BIN", filepath.Join(root, "_output", "cri-dockerd")),
+		upstream: os.Getenv("UPSTREAM_CRI_DOCKERD_BIN"),
 		registry: envOr("REGISTRY_ADDR", "127.0.0.1:5000"),
 	}
 	env.stackDir = envOr("STACK_DIR", "/tmp/dockpin-e2e-"+env.store)
@@ -216,9 +218,21 @@ type shim struct {
 // with SIGTERM when the test ends.
 func startShim(t testing.TB, flags ...string) *shim {
 	t.Helper()
+	return startBinary(t, env.binary, "", flags...)
+}
+
+// startBinary starts a cri-dockerd binary (ours or upstream's, which take the same
+// flags) against the test engine with extra flags, serving on cri.sock in sockDir (a
+// directory of its own when ""), so that a binary started after another stopped can
+// serve on the same socket path; it is stopped with SIGTERM when the test ends.
+func startBinary(t testing.TB, binary, sockDir string, flags ...string) *shim {
+	t.Helper()
 	dir, err := os.MkdirTemp("", "shim")
 	assert.NilError(t, err)
-	s := &shim{endpoint: "unix://" + filepath.Join(dir, "cri.sock"), logPath: filepath.Join(dir, "cri-dockerd.log")}
+	if sockDir == "" {
+		sockDir = dir
+	}
+	s := &shim{endpoint: "unix://" + filepath.Join(sockDir, "cri.sock"), logPath: filepath.Join(dir, "cri-dockerd.log")}
 	args := append([]string{
 		"--container-runtime-endpoint", s.endpoint,
 		"--docker-endpoint", env.dockerHost,
@@ -228,7 +242,7 @@ func startShim(t testing.TB, flags ...string) *shim {
 	}, flags...)
 	logf, err := os.Create(s.logPath)
 	assert.NilError(t, err)
-	s.cmd = exec.Command(env.binary, args...)
+	s.cmd = exec.Command(binary, args...)
 	s.cmd.Stdout, s.cmd.Stderr = logf, logf
 	assert.NilError(t, s.cmd.Start())
 	t.Cleanup(func() {
@@ -239,7 +253,7 @@ func startShim(t testing.TB, flags ...string) *shim {
 		_ = logf.Close()
 		if t.Failed() {
 			b, _ := os.ReadFile(s.logPath)
-			t.Logf("cri-dockerd log:\n%s", lastLines(string(b), 60))
+			t.Logf("%s log:\n%s", binary, lastLines(string(b), 60))
 		}
 		_ = os.RemoveAll(dir)
 	})

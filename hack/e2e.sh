@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# hack/e2e.sh — the end-to-end suite: installs what it needs (apt packages, the engine and
-# tools, cached), then runs `go test -tags e2e ./e2e/` once per image store in E2E_STORES, and fails
-# when the pods' CNI bridge or a route into its subnet is left behind (hack/cni.sh teardown).
+# hack/e2e.sh — the end-to-end suite: installs what it needs (apt packages, the engine, the
+# tools and upstream cri-dockerd's binary for the swap tests, cached), then runs
+# `go test -tags e2e ./e2e/` once per image store in E2E_STORES, and fails when the pods' CNI
+# bridge or a route into its subnet is left behind (hack/cni.sh teardown).
 # Usage: CRI_DOCKERD_BIN=_output/cri-dockerd E2E_STORES="classic containerd" [E2E_RUN=regexp] hack/e2e.sh
 set -euo pipefail
 # shellcheck source=hack/lib.sh
@@ -13,6 +14,9 @@ ensure_apt jq curl
 command -v docker >/dev/null 2>&1 || die "the e2e suite drives the engine with the docker CLI; none on PATH"
 hack/install-engine.sh >/dev/null
 hack/install-tools.sh crictl registry >/dev/null
+# Upstream cri-dockerd's own binary, for the swap tests (TestSwap*): built once, then cached.
+UPSTREAM_CRI_DOCKERD_BIN=$(hack/install-upstream.sh | tail -n1)
+export UPSTREAM_CRI_DOCKERD_BIN
 
 failed=()
 for store in $stores; do
