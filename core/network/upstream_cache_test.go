@@ -23,9 +23,12 @@ var upstreamArgs = [][2]string{
 	{"K8S_POD_INFRA_CONTAINER_ID", upstreamSandbox},
 }
 
-// writeUpstreamCache writes libcni's cache entry <network>-<id>-eth0 as upstream
-// cri-dockerd (libcni v1.1.2) leaves it: kind cniCacheV1, the network config as bytes
-// (base64 in JSON), no netns, the plugin result as a JSON object.
+// writeUpstreamCache writes libcni's cache entry results/<network>-<id>-eth0 as upstream
+// cri-dockerd 246bd657 (libcni v1.1.2) leaves it, read off its --cni-cache-dir under the
+// e2e suite (TestSwapUpstreamToOurs logs them): kind cniCacheV1, containerId, the network
+// config's bytes (base64 in JSON), ifName eth0 for both networks, networkName, cniArgs
+// without K8S_POD_UID, capabilityArgs (ipRanges with an empty subnet, portMappings), no
+// netns, and the plugin result as a JSON object.
 func writeUpstreamCache(t *testing.T, cacheDir, network, config, result string, caps map[string]any) string {
 	t.Helper()
 	entry := map[string]any{
@@ -48,12 +51,17 @@ func writeUpstreamCache(t *testing.T, cacheDir, network, config, result string, 
 }
 
 const (
-	// upstream's loopback network: CNI 0.2.0, recorded under eth0 like the pod network.
-	upstreamLoopbackConfig = `{"cniVersion":"0.2.0","name":"cni-loopback","plugins":[{"type":"loopback"}]}`
-	upstreamLoopbackResult = `{"cniVersion":"0.2.0","ip4":{"ip":"127.0.0.1/8"},"ip6":{"ip":"::1/128"},"dns":{}}`
+	// upstream's loopback network, byte for byte: CNI 0.2.0, recorded under eth0 like the
+	// pod network.
+	upstreamLoopbackConfig = "{\n  \"cniVersion\": \"0.2.0\",\n  \"name\": \"cni-loopback\",\n  \"plugins\":[{\n    \"type\": \"loopback\"\n  }]\n}"
+	// What Debian's loopback plugin (1.1.1) records for it: no addresses at all. It sorts
+	// before most pod networks' entries, and taken for the pod's it made the IP empty.
+	upstreamLoopbackResult = `{"cniVersion":"0.2.0","dns":{}}`
+	// What a loopback plugin that reports lo's addresses records (plugins v1.9).
+	upstreamLoopbackResultIPs = `{"cniVersion":"0.2.0","ip4":{"ip":"127.0.0.1/8"},"ip6":{"ip":"::1/128"},"dns":{}}`
 	upstreamPodResult      = `{"cniVersion":"1.0.0","interfaces":[{"name":"cni0","mac":"aa:bb:cc:dd:ee:01"},` +
 		`{"name":"veth1234","mac":"aa:bb:cc:dd:ee:02"},{"name":"eth0","mac":"aa:bb:cc:dd:ee:03","sandbox":"/proc/4242/ns/net"}],` +
-		`"ips":[{"interface":2,"address":"10.22.0.7/24","gateway":"10.22.0.1"}],"dns":{}}`
+		`"ips":[{"address":"10.22.0.7/24","gateway":"10.22.0.1","interface":2}],"dns":{}}`
 )
 
 // upstreamCaps are the capability arguments upstream passes to both networks.
@@ -64,11 +72,13 @@ var upstreamCaps = map[string]any{"portMappings": []any{}, "ipRanges": [][]map[s
 // must not shadow it; both are deleted, the loopback with its own config.
 func TestUpstreamCacheLayout(t *testing.T) {
 	tests := []struct {
-		name    string
-		network string // the pod network's name: sorting before or after cni-loopback
+		name     string
+		network  string // the pod network's name: sorting before or after cni-loopback
+		loResult string
 	}{
-		{name: "pod network after loopback", network: "testnet"},
-		{name: "pod network before loopback", network: "bridgenet"},
+		{name: "pod network after loopback", network: "testnet", loResult: upstreamLoopbackResult},
+		{name: "pod network after loopback with addresses", network: "testnet", loResult: upstreamLoopbackResultIPs},
+		{name: "pod network before loopback", network: "bridgenet", loResult: upstreamLoopbackResult},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -77,7 +87,7 @@ func TestUpstreamCacheLayout(t *testing.T) {
 				`{"type":"bridge","bridge":"cni0","ipam":{"type":"host-local","subnet":"10.22.0.0/24"}},` +
 				`{"type":"portmap","capabilities":{"portMappings":true}}]}`
 			e.writeConf(t, "10-list.conflist", conf)
-			lo := writeUpstreamCache(t, e.cacheDir, "cni-loopback", upstreamLoopbackConfig, upstreamLoopbackResult, upstreamCaps)
+			lo := writeUpstreamCache(t, e.cacheDir, "cni-loopback", upstreamLoopbackConfig, tt.loResult, upstreamCaps)
 			pod := writeUpstreamCache(t, e.cacheDir, tt.network, conf, upstreamPodResult, upstreamCaps)
 			ctx := context.Background()
 
@@ -119,7 +129,7 @@ func TestUpstreamCacheLayout(t *testing.T) {
 func TestUpstreamLoopbackOnly(t *testing.T) {
 	e := newFakeEnv(t, "bridge", "portmap", "bandwidth")
 	e.writeConf(t, "10-list.conflist", bridgePortmapList)
-	writeUpstreamCache(t, e.cacheDir, "cni-loopback", upstreamLoopbackConfig, upstreamLoopbackResult, upstreamCaps)
+	writeUpstreamCache(t, e.cacheDir, "cni-loopback", upstreamLoopbackConfig, upstreamLoopbackResultIPs, upstreamCaps)
 	m := e.manager(t)
 	ctx := context.Background()
 	_, err := m.PodNetworkStatus(ctx, upstreamSandbox)
