@@ -311,12 +311,34 @@ func rtCreateReq(sbID string, sbCfg *runtimeapi.PodSandboxConfig, cfg *runtimeap
 	return &runtimeapi.CreateContainerRequest{PodSandboxId: sbID, SandboxConfig: sbCfg, Config: cfg}
 }
 
+// TestCreateContainerNameConflict: a container's name conflict is handled as a
+// sandbox's (TestNameConflict), as upstream: a live holder fails the create, a
+// non-running one is removed and the create fails for kubelet to retry, and only a
+// holder gone by then gets the random suffix, under which the container is one like
+// any other.
 func TestCreateContainerNameConflict(t *testing.T) {
 	env := newRTEnv(t)
+	ctx := context.Background()
 	sbID, sbCfg := env.webSandbox(t)
 	first := env.createContainer(t, sbID, sbCfg, rtContainerConfig("app"))
+
+	env.engine.SetContainerState(first, docker.StateRunning, 0)
+	_, err := env.svc.CreateContainer(ctx, rtCreateReq(sbID, sbCfg, rtContainerConfig("app")))
+	assert.Check(t, cerrdefs.IsAlreadyExists(err), "%v", err)
+	_, err = env.engine.InspectContainer(ctx, first)
+	assert.Check(t, err == nil, "a running holder stays: %v", err)
+
+	env.engine.SetContainerState(first, docker.StateExited, 0)
+	_, err = env.svc.CreateContainer(ctx, rtCreateReq(sbID, sbCfg, rtContainerConfig("app")))
+	assert.Check(t, cerrdefs.IsAlreadyExists(err), "%v", err)
+	_, err = env.engine.InspectContainer(ctx, first)
+	assert.Check(t, cerrdefs.IsNotFound(err), "an exited holder is removed: %v", err)
+	retried := env.createContainer(t, sbID, sbCfg, rtContainerConfig("app")) // kubelet's retry
+	assert.Equal(t, env.spec(t, retried).Name, "k8s_app_web_default_web-uid_0")
+
+	env.engine.RemoveBefore("InspectContainer", retried)
 	second := env.createContainer(t, sbID, sbCfg, rtContainerConfig("app"))
-	assert.Check(t, first != second)
+	assert.Check(t, retried != second)
 	name := env.spec(t, second).Name
 	assert.Check(t, regexp.MustCompile(`^k8s_app_web_default_web-uid_0_[0-9a-f]{8}$`).MatchString(name), name)
 	st, err := env.svc.ContainerStatus(context.Background(), &runtimeapi.ContainerStatusRequest{ContainerId: second})

@@ -352,12 +352,16 @@ func TestRunPodSandboxUnpullableSandboxImage(t *testing.T) {
 	assert.Check(t, is.Len(env.engine.ContainerIDs(), 0))
 }
 
+// TestRunPodSandboxNameConflict: a sandbox made under upstream's random suffix (the
+// container holding its name went away during the create) is a sandbox like any other.
+// TestNameConflict has the other outcomes of a conflict.
 func TestRunPodSandboxNameConflict(t *testing.T) {
 	env := newRTEnv(t)
 	cfg := rtSandboxConfig("web")
 	ctx := context.Background()
 	other, err := env.engine.CreateContainer(ctx, docker.ContainerSpec{Name: makeSandboxName(cfg.Metadata), Image: rtSandboxImage})
 	assert.NilError(t, err)
+	env.engine.RemoveBefore("InspectContainer", other)
 
 	sbID := env.runSandbox(t, cfg)
 	assert.Check(t, sbID != other)
