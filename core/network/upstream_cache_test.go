@@ -59,7 +59,7 @@ const (
 	upstreamLoopbackResult = `{"cniVersion":"0.2.0","dns":{}}`
 	// What a loopback plugin that reports lo's addresses records (plugins v1.9).
 	upstreamLoopbackResultIPs = `{"cniVersion":"0.2.0","ip4":{"ip":"127.0.0.1/8"},"ip6":{"ip":"::1/128"},"dns":{}}`
-	upstreamPodResult      = `{"cniVersion":"1.0.0","interfaces":[{"name":"cni0","mac":"aa:bb:cc:dd:ee:01"},` +
+	upstreamPodResult         = `{"cniVersion":"1.0.0","interfaces":[{"name":"cni0","mac":"aa:bb:cc:dd:ee:01"},` +
 		`{"name":"veth1234","mac":"aa:bb:cc:dd:ee:02"},{"name":"eth0","mac":"aa:bb:cc:dd:ee:03","sandbox":"/proc/4242/ns/net"}],` +
 		`"ips":[{"address":"10.22.0.7/24","gateway":"10.22.0.1","interface":2}],"dns":{}}`
 )
