@@ -25,7 +25,7 @@ build: ## build the cri-dockerd binary into _output/
 	go build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/cri-dockerd
 
 .PHONY: test
-test: unit e2e critest ## unit tests with -race, the end-to-end suite and critest on a real engine
+test: unit e2e node-e2e critest ## unit tests with -race, the end-to-end suite, kubelet's node suite and critest on a real engine
 
 .PHONY: unit
 unit: ## unit tests with the race detector
@@ -42,6 +42,10 @@ fuzz-ci: ## each Go fuzz target for 5s: what CI runs after verify
 .PHONY: e2e
 e2e: build ## end-to-end suite: real engine (each store in E2E_STORES), our binary, crictl
 	E2E_STORES="$(E2E_STORES)" CRI_DOCKERD_BIN=$(CURDIR)/$(BIN) hack/e2e.sh
+
+.PHONY: node-e2e
+node-e2e: build ## kubelet (standalone, static pods) on our binary and the real engine, each store in E2E_STORES
+	E2E_STORES="$(E2E_STORES)" CRI_DOCKERD_BIN=$(CURDIR)/$(BIN) hack/node-e2e.sh
 
 .PHONY: critest
 critest: build ## offline critest v1.37.0 (whole suite minus e2e/critest-skip.txt) against our binary, each store in E2E_STORES
