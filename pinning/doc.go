@@ -7,4 +7,13 @@
 // normalised, fully qualified form, a failing source falls back to its last good
 // snapshot instead of unpinning, and the whole state is reported for crictl info.
 // The package knows nothing about Docker, gRPC or the CRI services in core.
+//
+// A host program (our cri-dockerd, or an upstream cri-dockerd patched as in
+// patches/) wires pinning in a few lines: Flags.AddFlags registers the pinning
+// flags on its pflag.FlagSet, Flags.Validate checks them, Start builds the Setup from
+// them, the host's sandbox image and root directory (Host) and an Engine the host
+// implements with its own engine client (/info facts, image loads for
+// --preload-images-dir). Then Evaluate answers ListImages, Check answers
+// ImageStatus, ReloadLogged or ReloadOnSIGHUP re-read the pins file, Info feeds
+// verbose Status and KeepPin wraps pulls (--preserve-pin-on-pull). See ExampleStart.
 package pinning

@@ -119,19 +119,13 @@ func run(opts *Options, log *logrus.Logger, hup <-chan os.Signal) error {
 	log.WithField("engine", v.Version).WithField("api", v.NegotiatedAPIVersion).
 		WithField("containerd_store", info.ContainerdStore).Info("connected to docker engine")
 
-	pinLog := log.WithField("component", "pinning")
-	ctrdSource, ctrd := containerdPins(ctx, opts, info, pinLog)
-	if ctrd != nil {
-		defer ctrd.Close()
-	}
-	pinCfg := opts.pinningConfig()
-	if opts.PreloadImagesDir != "" {
-		pinCfg.Preloaded = preloadImages(client, opts.PreloadImagesDir, log.WithField("component", "preload"))
-	}
-	pins, err := pinning.New(pinCfg, pinLog, ctrdSource)
+	pins, err := pinning.Start(ctx, opts.Flags, pinning.Host{
+		SandboxImage: opts.SandboxImage, RootDirectory: opts.RootDirectory, DockerEndpoint: opts.DockerEndpoint,
+	}, pinEngine{client: client, info: info}, log.WithField("component", "pinning"))
 	if err != nil {
 		return err
 	}
+	defer pins.Close()
 	checkpoints, err := checkpoint.NewStore(opts.RootDirectory)
 	if err != nil {
 		return err
@@ -169,8 +163,8 @@ func run(opts *Options, log *logrus.Logger, hup <-chan os.Signal) error {
 	defer images.stop()
 	deps.StatusInfo = map[string]func() any{"imageCache": images.info}
 	deps.Docker = images.client
-	if ctrd != nil && opts.PreservePinOnPull {
-		deps.Docker = core.KeepPins(images.client, ctrd)
+	if keeper := pins.PinKeeper(); keeper != nil {
+		deps.Docker = core.KeepPins(images.client, keeper)
 	}
 	svc := core.New(svcCfg, deps)
 	// Its own deadline: preloading images may have used up the startup one.
@@ -208,7 +202,7 @@ func run(opts *Options, log *logrus.Logger, hup <-chan os.Signal) error {
 			srv.Stop()
 			return fmt.Errorf("streaming server stopped: %w", err)
 		case <-hup:
-			reload(pins, log)
+			pins.ReloadLogged()
 		case sig := <-signals:
 			log.WithField("signal", sig.String()).Info("stopping: waiting for in-flight requests")
 			_, _ = daemon.SdNotify(false, daemon.SdNotifyStopping)
@@ -243,12 +237,21 @@ func imageClient(opts *Options, engine docker.Client, log logrus.FieldLogger) en
 	return engineImages{client: cache, info: func() any { return cache.CacheInfo() }, stop: func() { cancel(); <-done }}
 }
 
-func reload(pins *pinning.Pinner, log logrus.FieldLogger) {
-	if err := pins.Reload(); err != nil {
-		log.WithError(err).Error("SIGHUP: pins file not reloaded; the previous pins stay in force")
-		return
-	}
-	log.Info("SIGHUP: pins reloaded")
+// pinEngine is the engine as pinning sees it: the /info read at start and image loads.
+type pinEngine struct {
+	client docker.Client
+	info   docker.Info
+}
+
+func (e pinEngine) EngineInfo(context.Context) (pinning.EngineInfo, error) {
+	return pinning.EngineInfo{
+		Driver: e.info.Driver, ContainerdStore: e.info.ContainerdStore,
+		ContainerdAddress: e.info.ContainerdAddress, ContainerdNamespace: e.info.ContainerdNamespace,
+	}, nil
+}
+
+func (e pinEngine) LoadImages(ctx context.Context, archive io.Reader) ([]string, error) {
+	return e.client.LoadImages(ctx, archive)
 }
 
 // gracefulStop lets in-flight RPCs finish, bounded by timeout.

@@ -3,7 +3,6 @@ package app
 import (
 	"errors"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -53,30 +52,9 @@ type Options struct {
 	// LogLevel is a logrus level name.
 	LogLevel string `json:"logLevel"`
 
-	// PinnedImages are operator pin patterns (upstream syntax plus *keyword*).
-	PinnedImages []string `json:"pinnedImages"`
-	// PinnedImageLabels pin images whose config has one of these labels ("key" or "key=value").
-	PinnedImageLabels []string `json:"pinnedImageLabels"`
-	// PinnedImagesFile is a file of pin patterns, one a line, re-read on SIGHUP.
-	PinnedImagesFile string `json:"pinnedImagesFile"`
-	// PreloadImagesDir holds image archives loaded at start-up and pinned ("" = none).
-	PreloadImagesDir string `json:"preloadImagesDir"`
-	// PinFromConfigLabels honours io.cri-containerd.pinned=pinned in image config labels.
-	PinFromConfigLabels bool `json:"pinFromConfigLabels"`
-	// PinFromContainerdLabels is auto (on when the engine uses the containerd image store), true or false.
-	PinFromContainerdLabels string `json:"pinFromContainerdLabels"`
-	// ContainerdAddress is the engine's containerd socket ("" = from /info, else well-known paths).
-	ContainerdAddress string `json:"containerdAddress"`
-	// ContainerdNamespace is the engine's containerd namespace ("" = from /info, else moby).
-	ContainerdNamespace string `json:"containerdNamespace"`
-	// PinDanglingRecords lets moby-dangling@ records pin their image.
-	PinDanglingRecords bool `json:"pinDanglingRecords"`
-	// PreservePinOnPull puts back a record's pin label that our own PullImage removed.
-	PreservePinOnPull bool `json:"preservePinOnPull"`
-	// PinSourceMaxStaleness is how long a failing source's last good pins are used (0 = until it recovers).
-	PinSourceMaxStaleness time.Duration `json:"pinSourceMaxStaleness"`
-	// ContainerdTimeout bounds each call to containerd.
-	ContainerdTimeout time.Duration `json:"containerdTimeout"`
+	// Flags are the pinning options (--pinned-images, --pin-from-containerd-labels, ...),
+	// registered by the pinning package itself, as any host program would.
+	pinning.Flags
 
 	// ImageCache answers ListImages/ImageStatus from an event-driven index of the engine's images.
 	ImageCache bool `json:"imageCache"`
@@ -108,10 +86,7 @@ func DefaultOptions() Options {
 		HairpinMode:               "none",
 		ImagePullProgressDeadline: time.Minute,
 		LogLevel:                  "info",
-		PinFromConfigLabels:       true,
-		PinFromContainerdLabels:   "auto",
-		PreservePinOnPull:         true,
-		ContainerdTimeout:         2 * time.Second,
+		Flags:                     pinning.DefaultFlags(),
 		ImageCache:                true,
 		ImageCacheResync:          5 * time.Minute,
 	}
@@ -138,18 +113,7 @@ func (o *Options) flagSet() *pflag.FlagSet {
 	fs.StringVar(&o.StreamingBindAddr, "streaming-bind-addr", o.StreamingBindAddr, "The address (IP or IP:port) to bind the CRI streaming server (exec, attach, port-forward) to. If not specified, 127.0.0.1 with a random port: kubelet proxies streams from the same node.")
 	fs.StringVar(&o.RuntimeCgroups, "runtime-cgroups", o.RuntimeCgroups, "Optional absolute name of cgroups to create and run the runtime in.")
 	fs.StringVar(&o.LogLevel, "log-level", o.LogLevel, "The log level: panic, fatal, error, warn, info, debug or trace.")
-	fs.StringSliceVar(&o.PinnedImages, "pinned-images", o.PinnedImages, "Images that image garbage collection must keep: repo:tag, repo@digest, a bare repo (every tag), prefix* or *keyword*. Repeatable, comma-separated.")
-	fs.StringSliceVar(&o.PinnedImageLabels, "pinned-image-labels", o.PinnedImageLabels, "Pin images whose image config has one of these labels: key or key=value. Repeatable, comma-separated.")
-	fs.StringVar(&o.PinnedImagesFile, "pinned-images-file", o.PinnedImagesFile, "A file of pin patterns, one per line (# comments); re-read on SIGHUP.")
-	fs.StringVar(&o.PreloadImagesDir, "preload-images-dir", o.PreloadImagesDir, "A directory of image archives (docker save or OCI, .tar[.gz|.xz|.zst|.bz2]) loaded at start-up and pinned; pins of archives removed since are dropped at the next start.")
-	fs.BoolVar(&o.PinFromConfigLabels, "pin-from-config-labels", o.PinFromConfigLabels, "Pin images whose image config has the label io.cri-containerd.pinned=pinned.")
-	fs.StringVar(&o.PinFromContainerdLabels, "pin-from-containerd-labels", o.PinFromContainerdLabels, "Pin images whose record in the engine's containerd image store has io.cri-containerd.pinned=pinned: auto (when the engine uses the containerd image store), true or false.")
-	fs.StringVar(&o.ContainerdAddress, "containerd-address", o.ContainerdAddress, "The engine's containerd socket (default: from the engine's /info, else /run/containerd/containerd.sock, else /var/run/docker/containerd/containerd.sock).")
-	fs.StringVar(&o.ContainerdNamespace, "containerd-namespace", o.ContainerdNamespace, "The engine's containerd namespace (default: from the engine's /info, else moby).")
-	fs.BoolVar(&o.PinDanglingRecords, "pin-dangling-records", o.PinDanglingRecords, "Let labelled moby-dangling@ records pin their (untagged) image.")
-	fs.BoolVar(&o.PreservePinOnPull, "preserve-pin-on-pull", o.PreservePinOnPull, "When our PullImage re-pulls a tag whose containerd record was pinned, put the pin label back (the engine's pull replaces record labels).")
-	fs.DurationVar(&o.PinSourceMaxStaleness, "pin-source-max-staleness", o.PinSourceMaxStaleness, "How long the last good pins of a failing source (containerd) keep being used; 0 keeps them until it recovers.")
-	fs.DurationVar(&o.ContainerdTimeout, "containerd-timeout", o.ContainerdTimeout, "Bound on each call to containerd; a slower answer counts as a failure and the last good pins are used.")
+	o.AddFlags(fs) // pinning.Flags registers the pinning flags
 	fs.BoolVar(&o.ImageCache, "image-cache", o.ImageCache, "Answer ListImages and ImageStatus from an in-memory index kept current from the engine's events (false: call the engine on every request, as upstream).")
 	fs.DurationVar(&o.ImageCacheResync, "image-cache-resync", o.ImageCacheResync, "How often the image index is reconciled with the engine's full image list.")
 	fs.StringVar(&o.CheckPinsFile, "check-pins-file", o.CheckPinsFile, "Validate this pins file as SIGHUP would read it, print the result and exit (0: valid; 1: each bad line named). Touches no running daemon.")
@@ -192,26 +156,14 @@ func (o *Options) Validate() error {
 	if strings.TrimSpace(o.SandboxImage) == "" {
 		errs = append(errs, errors.New("--pod-infra-container-image must not be empty"))
 	}
-	switch o.PinFromContainerdLabels {
-	case "auto", "true", "false":
-	default:
-		errs = append(errs, fmt.Errorf("--pin-from-containerd-labels %q: must be auto, true or false", o.PinFromContainerdLabels))
-	}
 	if o.ImageCacheResync <= 0 {
 		errs = append(errs, errors.New("--image-cache-resync must be positive"))
 	}
-	if o.ContainerdTimeout <= 0 || o.PinSourceMaxStaleness < 0 {
-		errs = append(errs, errors.New("--containerd-timeout must be positive and --pin-source-max-staleness not negative"))
-	}
-	if err := o.pinningConfig().Validate(); err != nil {
+	if err := o.Flags.Validate(o.SandboxImage); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }
-
-// pinStateDir is where, below --cri-dockerd-root-directory, pinning keeps the state
-// that must outlive the process (last good pin sources, pins file, preload).
-const pinStateDir = "pinning"
 
 // requestTimeout is the effective --runtime-request-timeout.
 func (o *Options) requestTimeout() time.Duration {
@@ -221,16 +173,10 @@ func (o *Options) requestTimeout() time.Duration {
 	return o.RuntimeRequestTimeout
 }
 
+// pinningConfig is the pinning configuration the options make (state in
+// <root>/pinning).
 func (o *Options) pinningConfig() pinning.Config {
-	c := pinning.DefaultConfig()
-	c.SandboxImage = o.SandboxImage
-	c.ConfigLabels = o.PinFromConfigLabels
-	c.Patterns = o.PinnedImages
-	c.LabelSelectors = o.PinnedImageLabels
-	c.PinsFile = o.PinnedImagesFile
-	c.MaxStaleness = o.PinSourceMaxStaleness
-	c.StateDir = filepath.Join(o.RootDirectory, pinStateDir)
-	return c
+	return o.Config(o.SandboxImage, o.RootDirectory) // pinning.Flags.Config
 }
 
 // networkConfig is the CNI part of the options.

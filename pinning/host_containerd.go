@@ -1,4 +1,4 @@
-package app
+package pinning
 
 import (
 	"context"
@@ -6,10 +6,23 @@ import (
 	"strings"
 
 	"github.com/sirupsen/logrus"
-
-	"github.com/dockpin/cri-dockerd/core/docker"
-	"github.com/dockpin/cri-dockerd/pinning"
 )
+
+// ContainerdSnapshotterDriverType is the "driver-type" the engine's /info reports in
+// DriverStatus when images live in containerd's image store.
+const ContainerdSnapshotterDriverType = "io.containerd.snapshotter.v1"
+
+// UsesContainerdStore tells from the DriverStatus pairs of the engine's /info
+// whether it uses containerd's image store (a host fills EngineInfo.ContainerdStore
+// with it).
+func UsesContainerdStore(driverStatus [][2]string) bool {
+	for _, kv := range driverStatus {
+		if kv[0] == "driver-type" && kv[1] == ContainerdSnapshotterDriverType {
+			return true
+		}
+	}
+	return false
+}
 
 // wellKnownContainerdSockets are tried, in order, when neither the flag nor /info names one.
 var wellKnownContainerdSockets = []string{"/run/containerd/containerd.sock", "/var/run/docker/containerd/containerd.sock"}
@@ -17,32 +30,33 @@ var wellKnownContainerdSockets = []string{"/run/containerd/containerd.sock", "/v
 // containerdPins decides whether the containerd record-label source runs: with "auto",
 // whenever the engine uses the containerd image store, answering or not. It returns
 // the source to register (a Disabled one saying why when it is off) and, when on, the
-// ContainerdSource itself (for keeping pins across pulls).
-func containerdPins(ctx context.Context, opts *Options, info docker.Info, log logrus.FieldLogger) (pinning.Source, *pinning.ContainerdSource) {
-	off := func(reason string) (pinning.Source, *pinning.ContainerdSource) {
-		return pinning.Disabled(pinning.SourceContainerd, reason), nil
+// ContainerdSource itself (for keeping pins across pulls). dockerEndpoint is the
+// engine's API endpoint: a remote engine's containerd socket is not on this machine.
+func containerdPins(ctx context.Context, f *Flags, dockerEndpoint string, info EngineInfo, log logrus.FieldLogger) (Source, *ContainerdSource) {
+	off := func(reason string) (Source, *ContainerdSource) {
+		return Disabled(SourceContainerd, reason), nil
 	}
-	mode := opts.PinFromContainerdLabels
+	mode := f.PinFromContainerdLabels
 	if mode == "false" {
 		return off("turned off by --pin-from-containerd-labels=false")
 	}
 	if mode == "auto" && !info.ContainerdStore {
 		return off("the engine uses the classic image store (driver " + info.Driver + "), not containerd's")
 	}
-	if opts.ContainerdAddress == "" && !strings.HasPrefix(opts.DockerEndpoint, "unix://") {
+	if f.ContainerdAddress == "" && !strings.HasPrefix(dockerEndpoint, "unix://") {
 		log.Warn("containerd pin source off: the engine is remote, so its containerd socket is not on this machine; set --containerd-address to use it")
-		return off("remote engine " + opts.DockerEndpoint + " and no --containerd-address")
+		return off("remote engine " + dockerEndpoint + " and no --containerd-address")
 	}
-	addr := containerdAddress(opts.ContainerdAddress, info.ContainerdAddress)
-	ns := firstNonEmpty(opts.ContainerdNamespace, info.ContainerdNamespace, "moby")
+	addr := containerdAddress(f.ContainerdAddress, info.ContainerdAddress)
+	ns := firstNonEmpty(f.ContainerdNamespace, info.ContainerdNamespace, "moby")
 	if addr == "" {
 		log.Warn("containerd pin source off: no containerd socket found; set --containerd-address")
 		return off("no containerd socket found")
 	}
-	src, err := pinning.NewContainerdSource(pinning.ContainerdConfig{
-		Address: addr, Namespace: ns, IncludeDangling: opts.PinDanglingRecords,
-		Timeout: opts.ContainerdTimeout, WarnInterval: pinning.DefaultConfig().WarnInterval,
-	}, log.WithField("source", pinning.SourceContainerd))
+	src, err := NewContainerdSource(ContainerdConfig{
+		Address: addr, Namespace: ns, IncludeDangling: f.PinDanglingRecords,
+		Timeout: f.ContainerdTimeout, WarnInterval: DefaultConfig().WarnInterval,
+	}, log.WithField("source", SourceContainerd))
 	if err != nil {
 		log.WithError(err).Warn("containerd pin source off")
 		return off(err.Error())

@@ -1,4 +1,4 @@
-package app
+package pinning
 
 import (
 	"context"
@@ -11,8 +11,6 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
-
-	"github.com/dockpin/cri-dockerd/pinning"
 )
 
 // preloadSuffixes are the archive names loaded from the preload directory (the engine
@@ -22,7 +20,7 @@ var preloadSuffixes = []string{".tar", ".tar.gz", ".tgz", ".tar.xz", ".tar.zst",
 // preloadTimeout bounds the load of one tarball.
 const preloadTimeout = 30 * time.Minute
 
-// imageLoader is what preloading needs from the engine.
+// imageLoader is what preloading needs from the engine (a part of Engine).
 type imageLoader interface {
 	LoadImages(ctx context.Context, archive io.Reader) ([]string, error)
 }
@@ -31,13 +29,13 @@ type imageLoader interface {
 // loaded. A tarball that fails to load does not keep the runtime from starting; it
 // keeps pinning what it holds (its manifest, when readable; else pinning falls back to
 // what it loaded at an earlier start). A missing directory preloads nothing.
-func preloadImages(engine imageLoader, dir string, log logrus.FieldLogger) []pinning.Preloaded {
+func preloadImages(engine imageLoader, dir string, log logrus.FieldLogger) []Preloaded {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		log.WithError(err).Warn("preload: cannot read the preload directory; nothing preloaded")
 		return nil
 	}
-	var out []pinning.Preloaded
+	var out []Preloaded
 	for _, e := range entries {
 		name := e.Name()
 		if !e.Type().IsRegular() || !slices.ContainsFunc(preloadSuffixes, func(s string) bool { return strings.HasSuffix(name, s) }) {
@@ -47,13 +45,13 @@ func preloadImages(engine imageLoader, dir string, log logrus.FieldLogger) []pin
 		refs, err := loadArchive(engine, filepath.Join(dir, name))
 		entry := log.WithField("tarball", name).WithField("duration", time.Since(start).Round(time.Millisecond))
 		if err != nil {
-			failed := pinning.Preloaded{Tarball: name, Failed: err.Error()}
+			failed := Preloaded{Tarball: name, Failed: err.Error()}
 			held, merr := archiveRefs(filepath.Join(dir, name))
 			if merr != nil {
 				entry.WithError(err).WithField("manifest_error", merr.Error()).
 					Error("preload: tarball not loaded and not readable; its pins are those of its last good load")
 			} else {
-				failed.Refs, failed.Origin = held, pinning.OriginManifest
+				failed.Refs, failed.Origin = held, OriginManifest
 				entry.WithError(err).WithField("images", held).
 					Error("preload: tarball not loaded; the images its manifest names stay pinned")
 			}
@@ -61,7 +59,7 @@ func preloadImages(engine imageLoader, dir string, log logrus.FieldLogger) []pin
 			continue
 		}
 		entry.WithField("images", refs).Info("preload: loaded and pinned")
-		out = append(out, pinning.Preloaded{Tarball: name, Refs: refs, Origin: pinning.OriginLoaded})
+		out = append(out, Preloaded{Tarball: name, Refs: refs, Origin: OriginLoaded})
 	}
 	return out
 }

@@ -1,4 +1,4 @@
-package app
+package pinning
 
 import (
 	"archive/tar"

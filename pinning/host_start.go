@@ -1,0 +1,154 @@
+package pinning
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/dockpin/cri-dockerd/logctx"
+)
+
+// Engine is what pinning needs from the container engine; a host program implements
+// it with its own engine client.
+type Engine interface {
+	// EngineInfo reports the engine's image store (from its /info); it is asked
+	// only when the containerd record-label source may run.
+	EngineInfo(ctx context.Context) (EngineInfo, error)
+	// LoadImages loads an image archive (docker load) and returns what it loaded:
+	// references, or image IDs for untagged images. It is called only with
+	// --preload-images-dir.
+	LoadImages(ctx context.Context, archive io.Reader) ([]string, error)
+}
+
+// EngineInfo are the facts of the engine's /info that pinning uses.
+type EngineInfo struct {
+	// Driver is the storage driver, for messages.
+	Driver string
+	// ContainerdStore is true when images live in containerd's image store (see
+	// UsesContainerdStore).
+	ContainerdStore bool
+	// ContainerdAddress is the containerd socket the engine uses (/info's
+	// Containerd.Address; "" when unknown).
+	ContainerdAddress string
+	// ContainerdNamespace is the engine's containerd namespace (/info's
+	// Containerd.Namespaces.Containers; "" when unknown).
+	ContainerdNamespace string
+}
+
+// Host is what pinning takes from the host program's own flags.
+type Host struct {
+	// SandboxImage is the pod infra image (--pod-infra-container-image); always pinned.
+	SandboxImage string
+	// RootDirectory is the host's state directory (--cri-dockerd-root-directory);
+	// pinning keeps its state in RootDirectory/StateDirName. "" keeps none.
+	RootDirectory string
+	// DockerEndpoint is the engine's API endpoint (--docker-endpoint): the containerd
+	// source stays off for a remote engine unless --containerd-address names a socket.
+	DockerEndpoint string
+}
+
+// Setup is pinning wired into a host program: the Pinner (Evaluate, Check, Reload,
+// Info) and the containerd record-label source when it runs. Close it when done.
+type Setup struct {
+	*Pinner
+	log        logrus.FieldLogger
+	containerd *ContainerdSource // nil when off
+	keepPins   bool              // --preserve-pin-on-pull
+}
+
+// Start builds pinning from the flags: it decides whether the containerd
+// record-label source runs (asking engine for its image store), loads and pins the
+// archives of --preload-images-dir through engine, reads the pins file and returns the
+// Setup. Flags must have been validated (Flags.Validate). A nil log discards messages.
+func Start(ctx context.Context, f Flags, h Host, engine Engine, log logrus.FieldLogger) (*Setup, error) {
+	log = logctx.OrDiscard(log)
+	s := &Setup{log: log, keepPins: f.PreservePinOnPull}
+	ctrdSource := Disabled(SourceContainerd, "turned off by --pin-from-containerd-labels=false")
+	if f.PinFromContainerdLabels != "false" {
+		info, err := engine.EngineInfo(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("pinning: engine info: %w", err)
+		}
+		ctrdSource, s.containerd = containerdPins(ctx, &f, h.DockerEndpoint, info, log)
+	}
+	cfg := f.Config(h.SandboxImage, h.RootDirectory)
+	if f.PreloadImagesDir != "" {
+		cfg.Preloaded = preloadImages(engine, f.PreloadImagesDir, log.WithField("component", "preload"))
+	}
+	p, err := New(cfg, log, ctrdSource)
+	if err != nil {
+		_ = s.Close()
+		return nil, err
+	}
+	s.Pinner = p
+	return s, nil
+}
+
+// Close releases the containerd connection.
+func (s *Setup) Close() error {
+	if s.containerd == nil {
+		return nil
+	}
+	return s.containerd.Close()
+}
+
+// PinKeeper returns the containerd source when it runs and --preserve-pin-on-pull
+// is on, for the host to wrap its pulls with (KeepPin); else nil.
+func (s *Setup) PinKeeper() *ContainerdSource {
+	if !s.keepPins {
+		return nil
+	}
+	return s.containerd
+}
+
+// KeepPin is called before the host pulls ref; the function it returns is called
+// once after the pull, whatever its outcome, and puts back the pin of ref's
+// containerd record that the pull removed. It does nothing when the containerd
+// source is off or --preserve-pin-on-pull=false.
+func (s *Setup) KeepPin(ctx context.Context, ref string) func(context.Context) {
+	if k := s.PinKeeper(); k != nil {
+		return k.KeepPin(ctx, ref)
+	}
+	return func(context.Context) {}
+}
+
+// ReloadLogged re-reads the pins file (Reload) and logs the outcome: on a bad file
+// the previous pins stay in force.
+func (s *Setup) ReloadLogged() {
+	if err := s.Reload(); err != nil {
+		s.log.WithError(err).Error("SIGHUP: pins file not reloaded; the previous pins stay in force")
+		return
+	}
+	s.log.Info("SIGHUP: pins reloaded")
+}
+
+// ReloadOnSIGHUP reloads the pins on every SIGHUP (systemd's ExecReload) from now
+// until stop is called; SIGHUP no longer ends the process meanwhile. A host whose
+// main loop already receives SIGHUP calls ReloadLogged instead.
+func (s *Setup) ReloadOnSIGHUP() (stop func()) {
+	hup := make(chan os.Signal, 4)
+	signal.Notify(hup, syscall.SIGHUP)
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		for {
+			select {
+			case <-done:
+				return
+			case <-hup:
+				s.ReloadLogged()
+			}
+		}
+	}()
+	return func() {
+		signal.Stop(hup)
+		close(done)
+		<-finished
+	}
+}
