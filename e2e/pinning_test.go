@@ -14,19 +14,21 @@ import (
 )
 
 // pushPullDigest pushes a fresh image to the local registry, removes it and pulls it
-// back through our PullImage, so that it has a RepoDigest; it returns the ID and digest ref.
+// back through the binary's PullImage, so that it has a RepoDigest; it returns the ID
+// and digest ref. The ID is the engine's: a patched upstream's PullImage returns a
+// repo digest as image_ref (upstream-facts.md), ours the ID.
 func pushPullDigest(t *testing.T, s *shim, repo string) (id, digestRef string) {
 	t.Helper()
 	ref := env.registry + "/" + env.store + "/" + repo + ":1"
 	importImage(t, ref)
 	docker(t, "push", "-q", ref)
 	docker(t, "rmi", ref)
-	resp, err := s.img.PullImage(context.Background(), &runtimeapi.PullImageRequest{Image: &runtimeapi.ImageSpec{Image: ref}})
+	_, err := s.img.PullImage(context.Background(), &runtimeapi.PullImageRequest{Image: &runtimeapi.ImageSpec{Image: ref}})
 	assert.NilError(t, err)
 	digests := docker(t, "image", "inspect", "--format", "{{range .RepoDigests}}{{.}} {{end}}", ref)
 	digestRef = strings.Fields(digests)[0]
 	assert.Assert(t, strings.Contains(digestRef, "@sha256:"), digests)
-	return resp.ImageRef, digestRef
+	return imageID(t, ref), digestRef
 }
 
 // TestPinnedImagesCrictl is the headline acceptance test: crictl images -o json shows
