@@ -55,6 +55,10 @@ critest: build ## offline critest v1.37.0 (whole suite minus e2e/critest-skip.tx
 critest-bench: build ## critest -benchmark (pod, container, image latencies; medians), each store in E2E_STORES
 	for s in $(E2E_STORES); do STORE=$$s CRITEST_STOP=1 CRI_DOCKERD_BIN=$(CURDIR)/$(BIN) hack/critest.sh bench || exit 1; done
 
+.PHONY: patches-check
+patches-check: ## apply patches/ to the upstream snapshot, build it, run its unit tests and the pinning e2e against it
+	hack/patches-check.sh
+
 .PHONY: lint
 lint: ## golangci-lint (installed into the tool cache on first use); //nolint names only enabled linters
 	hack/check-nolint.sh
