@@ -1,0 +1,183 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"io"
+	"testing"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+	"gotest.tools/v3/assert"
+	is "gotest.tools/v3/assert/cmp"
+	"gotest.tools/v3/poll"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+func TestUnaryPassthrough(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	v, err := h.rt.Version(ctx, &runtimeapi.VersionRequest{})
+	assert.NilError(t, err)
+	assert.Check(t, is.Equal(v.RuntimeName, "fake"))
+
+	cs, err := h.rt.ListContainers(ctx, &runtimeapi.ListContainersRequest{})
+	assert.NilError(t, err)
+	assert.Check(t, is.Len(cs.Containers, 2))
+
+	// The streaming URL comes back untouched.
+	ex, err := h.rt.Exec(ctx, &runtimeapi.ExecRequest{ContainerId: "c1", Cmd: []string{"true"}})
+	assert.NilError(t, err)
+	assert.Check(t, is.Equal(ex.Url, "http://127.0.0.1:1234/exec/c1"))
+
+	// The backend's error status passes through, code and message.
+	_, err = h.rt.PodSandboxStatus(ctx, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: "p1"})
+	assert.Check(t, is.Equal(status.Code(err), codes.NotFound))
+	assert.Check(t, is.Equal(status.Convert(err).Message(), "pod p1 not found"))
+
+	// An RPC the backend does not implement stays Unimplemented.
+	_, err = h.rt.Status(ctx, &runtimeapi.StatusRequest{})
+	assert.Check(t, is.Equal(status.Code(err), codes.Unimplemented))
+}
+
+func TestServerStreamingPassthrough(t *testing.T) {
+	h := newHarness(t)
+	stream, err := h.rt.GetContainerEvents(context.Background(), &runtimeapi.GetEventsRequest{})
+	assert.NilError(t, err)
+	var got []string
+	for {
+		ev, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		assert.NilError(t, err)
+		got = append(got, ev.ContainerId)
+	}
+	assert.Check(t, is.DeepEqual(got, []string{"e1", "e2", "e3"}))
+}
+
+// An RPC of a service this build has never heard of reaches the backend unchanged.
+func TestUnknownMethodPassthrough(t *testing.T) {
+	h := newHarness(t)
+	var out wrapperspb.StringValue
+	err := h.conn.Invoke(context.Background(), "/dockpin.test.Echo/Say", wrapperspb.String("hello"), &out)
+	assert.NilError(t, err)
+	assert.Check(t, is.Equal(out.Value, "HELLO"))
+
+	err = h.conn.Invoke(context.Background(), "/dockpin.test.Echo/Nothing", wrapperspb.String("x"), &out)
+	assert.Check(t, is.Equal(status.Code(err), codes.Unimplemented))
+}
+
+func TestListImagesPinnedIsBackendOrOurs(t *testing.T) {
+	h := newHarness(t)
+	tests := []struct {
+		filter string
+		want   map[string]bool
+	}{
+		{filter: "", want: map[string]bool{idPlain: false, idPattern: true, idLabel: true, idBackend: true}},
+		{filter: "example.com/app:1", want: map[string]bool{idPattern: true}},
+		{filter: "example.com/plain:1", want: map[string]bool{idPlain: false}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.filter, func(t *testing.T) {
+			resp, err := h.img.ListImages(context.Background(), &runtimeapi.ListImagesRequest{
+				Filter: &runtimeapi.ImageFilter{Image: &runtimeapi.ImageSpec{Image: tc.filter}},
+			})
+			assert.NilError(t, err)
+			got := map[string]bool{}
+			for _, img := range resp.Images {
+				got[img.Id] = img.Pinned
+				assert.Check(t, img.Size > 0, "the backend's other fields pass through")
+			}
+			assert.Check(t, is.DeepEqual(got, tc.want))
+		})
+	}
+}
+
+func TestImageStatusPinnedIsBackendOrOurs(t *testing.T) {
+	h := newHarness(t)
+	tests := []struct {
+		image   string
+		want    bool
+		reasons bool // our reasons in the verbose info
+	}{
+		{image: "example.com/plain:1", want: false},
+		{image: "example.com/app:1", want: true, reasons: true},
+		{image: "example.com/labelled:1", want: true, reasons: true},
+		{image: "example.com/backend:1", want: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.image, func(t *testing.T) {
+			resp, err := h.img.ImageStatus(context.Background(), &runtimeapi.ImageStatusRequest{
+				Image: &runtimeapi.ImageSpec{Image: tc.image}, Verbose: true,
+			})
+			assert.NilError(t, err)
+			assert.Check(t, is.Equal(resp.Image.Pinned, tc.want))
+			assert.Check(t, is.Equal(resp.Info["backend"], "yes"))
+			_, has := resp.Info["proxyPinReasons"]
+			assert.Check(t, is.Equal(has, tc.reasons))
+		})
+	}
+	// A missing image stays the CRI's empty answer.
+	resp, err := h.img.ImageStatus(context.Background(), &runtimeapi.ImageStatusRequest{Image: &runtimeapi.ImageSpec{Image: "nope:1"}})
+	assert.NilError(t, err)
+	assert.Check(t, resp.Image == nil)
+}
+
+// A pin source without usable state: ListImages refuses (Unavailable) rather than
+// show pinned images unpinned; ImageStatus goes on (the backend's own pin and ours
+// that still answer).
+func TestPinSourceWithoutStateFailsListImages(t *testing.T) {
+	h := newHarness(t, failingSource{})
+	_, err := h.img.ListImages(context.Background(), &runtimeapi.ListImagesRequest{})
+	assert.Check(t, is.Equal(status.Code(err), codes.Unavailable), "%v", err)
+	assert.Check(t, is.ErrorContains(err, "broken"))
+
+	resp, err := h.img.ImageStatus(context.Background(), &runtimeapi.ImageStatusRequest{Image: &runtimeapi.ImageSpec{Image: "example.com/app:1"}})
+	assert.NilError(t, err)
+	assert.Check(t, resp.Image.Pinned)
+}
+
+// The engine cannot give labels: ListImages is Unavailable (a label pin may be missing);
+// ImageStatus decides without them.
+func TestEngineDownFailsListImages(t *testing.T) {
+	h := newHarnessWithEngine(t, &fakeEngine{err: cerrdefs.ErrUnavailable})
+	_, err := h.img.ListImages(context.Background(), &runtimeapi.ListImagesRequest{})
+	assert.Check(t, is.Equal(status.Code(err), codes.Unavailable), "%v", err)
+	resp, err := h.img.ImageStatus(context.Background(), &runtimeapi.ImageStatusRequest{Image: &runtimeapi.ImageSpec{Image: "example.com/app:1"}})
+	assert.NilError(t, err)
+	assert.Check(t, resp.Image.Pinned)
+}
+
+// The backend goes away: Unavailable; it comes back: the proxy reconnects by itself.
+func TestBackendRestart(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	_, err := h.img.ListImages(ctx, &runtimeapi.ListImagesRequest{})
+	assert.NilError(t, err)
+
+	h.backend.stop()
+	poll.WaitOn(t, func(poll.LogT) poll.Result {
+		_, err := h.rt.Version(ctx, &runtimeapi.VersionRequest{})
+		if status.Code(err) == codes.Unavailable {
+			return poll.Success()
+		}
+		return poll.Continue("Version: %v", err)
+	}, poll.WithTimeout(10*time.Second), poll.WithDelay(20*time.Millisecond))
+	_, err = h.img.ListImages(ctx, &runtimeapi.ListImagesRequest{})
+	assert.Check(t, is.Equal(status.Code(err), codes.Unavailable), "%v", err)
+
+	h.backend.start(t)
+	poll.WaitOn(t, func(poll.LogT) poll.Result {
+		if _, err := h.img.ListImages(ctx, &runtimeapi.ListImagesRequest{}); err != nil {
+			return poll.Continue("ListImages: %v", err)
+		}
+		return poll.Success()
+	}, poll.WithTimeout(10*time.Second), poll.WithDelay(50*time.Millisecond))
+	v, err := h.rt.Version(ctx, &runtimeapi.VersionRequest{})
+	assert.NilError(t, err)
+	assert.Check(t, is.Equal(v.RuntimeName, "fake"))
+}
