@@ -71,6 +71,13 @@ func (b *fakeBackend) ImageStatus(_ context.Context, req *runtimeapi.ImageStatus
 }
 
 func (b *fakeBackend) PodSandboxStatus(_ context.Context, req *runtimeapi.PodSandboxStatusRequest) (*runtimeapi.PodSandboxStatusResponse, error) {
+	if req.PodSandboxId == "pod-1" {
+		return &runtimeapi.PodSandboxStatusResponse{Status: &runtimeapi.PodSandboxStatus{
+			Id: "pod-1", State: runtimeapi.PodSandboxState_SANDBOX_READY,
+			Metadata: &runtimeapi.PodSandboxMetadata{Name: "p", Namespace: "default", Uid: "u1"},
+			Network:  &runtimeapi.PodSandboxNetworkStatus{Ip: "10.88.0.2"},
+		}}, nil
+	}
 	return nil, status.Errorf(codes.NotFound, "pod %s not found", req.PodSandboxId)
 }
 
@@ -179,6 +186,7 @@ func (failingSource) Snapshot(context.Context) (pinning.Matcher, error) {
 type harness struct {
 	backend *backendNet
 	conn    *grpc.ClientConn // to the proxy
+	direct  *grpc.ClientConn // to the backend, bypassing the proxy
 	rt      runtimeapi.RuntimeServiceClient
 	img     runtimeapi.ImageServiceClient
 }
@@ -199,6 +207,9 @@ func newHarnessWithEngine(t testing.TB, engine Engine, sources ...pinning.Source
 	h := &harness{backend: &backendNet{}}
 	h.backend.start(t)
 	t.Cleanup(h.backend.stop)
+	h.direct, _ = grpc.NewClient("passthrough:///backend", grpc.WithContextDialer(h.backend.dial),
+		grpc.WithTransportCredentials(insecure.NewCredentials()))
+	t.Cleanup(func() { _ = h.direct.Close() })
 
 	cfg := pinning.DefaultConfig()
 	cfg.SandboxImage = "example.com/pause:3"

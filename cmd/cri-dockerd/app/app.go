@@ -126,6 +126,9 @@ func run(opts *Options, log *logrus.Logger, hup <-chan os.Signal) error {
 		return err
 	}
 	defer pins.Close()
+	if opts.PinProxyBackend != "" {
+		return runProxy(opts, client, pins, log, hup)
+	}
 	checkpoints, err := checkpoint.NewStore(opts.RootDirectory)
 	if err != nil {
 		return err

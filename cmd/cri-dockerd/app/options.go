@@ -61,6 +61,11 @@ type Options struct {
 	// ImageCacheResync is how often the image index is reconciled with the engine's full list.
 	ImageCacheResync time.Duration `json:"imageCacheResync"`
 
+	// PinProxyBackend, when set, makes this process the pin proxy: it serves the CRI on
+	// RuntimeEndpoint by forwarding every RPC to the cri-dockerd at this endpoint
+	// (unix:// or tcp://), adding our pins to ListImages and ImageStatus ("" = off).
+	PinProxyBackend string `json:"pinProxyBackend"`
+
 	// CheckPinsFile, when set, validates that pins file and exits.
 	CheckPinsFile string `json:"-"`
 	// ShowVersion, ShowBuildInfo and ShowHelp print and exit.
@@ -116,6 +121,7 @@ func (o *Options) flagSet() *pflag.FlagSet {
 	o.AddFlags(fs) // pinning.Flags registers the pinning flags
 	fs.BoolVar(&o.ImageCache, "image-cache", o.ImageCache, "Answer ListImages and ImageStatus from an in-memory index kept current from the engine's events (false: call the engine on every request, as upstream).")
 	fs.DurationVar(&o.ImageCacheResync, "image-cache-resync", o.ImageCacheResync, "How often the image index is reconciled with the engine's full image list.")
+	fs.StringVar(&o.PinProxyBackend, "pin-proxy-backend", o.PinProxyBackend, "Run as the pin proxy in front of an unmodified cri-dockerd at this endpoint (unix:///path or tcp://host:port): serve the CRI on --container-runtime-endpoint by forwarding every RPC to it, reporting images our pin flags pin as pinned in ListImages and ImageStatus. Empty: off.")
 	fs.StringVar(&o.CheckPinsFile, "check-pins-file", o.CheckPinsFile, "Validate this pins file as SIGHUP would read it, print the result and exit (0: valid; 1: each bad line named). Touches no running daemon.")
 	fs.BoolVar(&o.ShowVersion, "version", false, "Prints the version of cri-dockerd.")
 	fs.BoolVar(&o.ShowBuildInfo, "buildinfo", false, "Prints the build information about cri-dockerd.")
@@ -159,12 +165,32 @@ func (o *Options) Validate() error {
 	if o.ImageCacheResync <= 0 {
 		errs = append(errs, errors.New("--image-cache-resync must be positive"))
 	}
+	if err := o.validateProxy(); err != nil {
+		errs = append(errs, err)
+	}
 	if err := o.Flags.Validate(o.SandboxImage); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }
 
+// validateProxy checks --pin-proxy-backend: a unix or tcp endpoint other than our own.
+func (o *Options) validateProxy() error {
+	if o.PinProxyBackend == "" {
+		return nil
+	}
+	ep, err := parseEndpoint(o.PinProxyBackend)
+	switch {
+	case err != nil:
+		return fmt.Errorf("--pin-proxy-backend: %w", err)
+	case ep.scheme == "fd":
+		return errors.New("--pin-proxy-backend: the backend is dialled: unix:// or tcp://, not fd://")
+	}
+	if own, err := parseEndpoint(o.RuntimeEndpoint); err == nil && own == ep {
+		return fmt.Errorf("--pin-proxy-backend %s is --container-runtime-endpoint: the proxy would forward to itself", o.PinProxyBackend)
+	}
+	return nil
+}
 // requestTimeout is the effective --runtime-request-timeout.
 func (o *Options) requestTimeout() time.Duration {
 	if o.RuntimeRequestTimeout == 0 {

@@ -52,6 +52,7 @@ func TestUpstreamFlagDefaults(t *testing.T) {
 		"image-cache":                  "true",
 		"image-cache-resync":           "5m0s",
 		"preload-images-dir":           "",
+		"pin-proxy-backend":            "",
 	}
 	for name, def := range want {
 		f := fs.Lookup(name)
@@ -88,6 +89,36 @@ func TestValidateNamesEveryProblem(t *testing.T) {
 	err := opts.Validate()
 	for _, want := range []string{"--container-runtime-endpoint", "flannel", "sideways", "loud", "bad*pattern*here", "--streaming-bind-addr"} {
 		assert.Check(t, is.ErrorContains(err, want))
+	}
+}
+
+func TestValidatePinProxyBackend(t *testing.T) {
+	tests := []struct {
+		backend, own string
+		wantErr      string
+	}{
+		{backend: ""},
+		{backend: "unix:///run/cri-dockerd-backend.sock"},
+		{backend: "tcp://127.0.0.1:7000"},
+		{backend: "fd://", wantErr: "not fd://"},
+		{backend: "npipe:///x", wantErr: "--pin-proxy-backend"},
+		{backend: "unix:///var/run/cri-dockerd.sock", wantErr: "forward to itself"},
+		{backend: "unix:///run/b.sock", own: "unix:///run/b.sock", wantErr: "forward to itself"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.backend, func(t *testing.T) {
+			opts := DefaultOptions()
+			opts.PinProxyBackend = tc.backend
+			if tc.own != "" {
+				opts.RuntimeEndpoint = tc.own
+			}
+			err := opts.Validate()
+			if tc.wantErr == "" {
+				assert.Check(t, is.Nil(err))
+				return
+			}
+			assert.Check(t, is.ErrorContains(err, tc.wantErr))
+		})
 	}
 }
 

@@ -1,0 +1,93 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/coreos/go-systemd/v22/daemon"
+	"github.com/sirupsen/logrus"
+	"google.golang.org/grpc"
+
+	"github.com/dockpin/cri-dockerd/core/docker"
+	"github.com/dockpin/cri-dockerd/pinning"
+	"github.com/dockpin/cri-dockerd/proxy"
+)
+
+// runProxy serves the CRI on --container-runtime-endpoint as the pin proxy in front of
+// --pin-proxy-backend, until SIGTERM or SIGINT; SIGHUP reloads the pins.
+func runProxy(opts *Options, engine docker.Client, pins *pinning.Setup, log *logrus.Logger, hup <-chan os.Signal) error {
+	images := imageClient(opts, engine, log)
+	defer images.stop()
+	conn, err := proxy.Dial(opts.PinProxyBackend)
+	if err != nil {
+		return fmt.Errorf("--pin-proxy-backend %s: %w", opts.PinProxyBackend, err)
+	}
+	defer func() { _ = conn.Close() }()
+	conn.Connect() // start connecting now: the first RPC need not wait for it
+	p := proxy.New(conn, pins, engineLabels{images.client}, log.WithField("component", "proxy"))
+
+	ep, _ := parseEndpoint(opts.RuntimeEndpoint) // validated before
+	lis, err := listen(ep)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", opts.RuntimeEndpoint, err)
+	}
+	// The interceptor logs, recovers and converts as for our own CRI; every RPC reaches
+	// it as a stream (the proxy's unknown-service handler), never bounded by the
+	// request timeout: the caller's deadline travels to the backend.
+	ic := &interceptor{log: log, timeout: opts.requestTimeout()}
+	srv := grpc.NewServer(append(p.ServerOptions(), grpc.ChainStreamInterceptor(ic.stream))...)
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(lis) }()
+	log.WithField("endpoint", opts.RuntimeEndpoint).WithField("backend", opts.PinProxyBackend).
+		Info("serving the CRI as the pin proxy")
+	if ok, err := daemon.SdNotify(false, daemon.SdNotifyReady); err != nil {
+		log.WithError(err).Warn("sd_notify READY failed")
+	} else if ok {
+		log.Debug("sent sd_notify READY")
+	}
+
+	signals := make(chan os.Signal, 4)
+	signal.Notify(signals, syscall.SIGTERM, syscall.SIGINT)
+	defer signal.Stop(signals)
+	for {
+		select {
+		case err := <-served:
+			return fmt.Errorf("grpc server: %w", err)
+		case <-hup:
+			pins.ReloadLogged()
+		case sig := <-signals:
+			log.WithField("signal", sig.String()).Info("stopping: waiting for in-flight requests")
+			_, _ = daemon.SdNotify(false, daemon.SdNotifyStopping)
+			gracefulStop(srv, opts.requestTimeout(), log)
+			return nil
+		}
+	}
+}
+
+// engineLabels gives the proxy the image config labels the CRI does not carry.
+type engineLabels struct {
+	engine docker.Client
+}
+
+func (e engineLabels) ImageLabels(ctx context.Context) (map[string]map[string]string, error) {
+	imgs, err := e.engine.ListImages(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]map[string]string, len(imgs))
+	for i := range imgs {
+		out[imgs[i].ID] = imgs[i].Labels
+	}
+	return out, nil
+}
+
+func (e engineLabels) ImageLabelsOf(ctx context.Context, id string) (map[string]string, error) {
+	img, err := e.engine.InspectImage(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return img.Labels, nil
+}
