@@ -209,6 +209,8 @@ func rootfsTar(t testing.TB, name string) []byte {
 type shim struct {
 	endpoint string
 	logPath  string
+	binary   string
+	args     []string
 	cmd      *exec.Cmd
 	rt       runtimeapi.RuntimeServiceClient
 	img      runtimeapi.ImageServiceClient
@@ -219,6 +221,12 @@ type shim struct {
 func startShim(t testing.TB, flags ...string) *shim {
 	t.Helper()
 	return startBinary(t, env.binary, "", flags...)
+}
+
+// startShimBin is startShim with another cri-dockerd binary (upstream's, say).
+func startShimBin(t testing.TB, binary string, flags ...string) *shim {
+	t.Helper()
+	return startBinary(t, binary, "", flags...)
 }
 
 // startShimOn is startShim serving endpoint (a unix socket named cri.sock, as startShim
@@ -246,7 +254,7 @@ func startBinary(t testing.TB, binary, sockDir string, flags ...string) *shim {
 	if sockDir == "" {
 		sockDir = dir
 	}
-	s := &shim{endpoint: "unix://" + filepath.Join(sockDir, "cri.sock"), logPath: filepath.Join(dir, "cri-dockerd.log")}
+	s := &shim{endpoint: "unix://" + filepath.Join(sockDir, "cri.sock"), logPath: filepath.Join(dir, "cri-dockerd.log"), binary: binary}
 	args := append([]string{
 		"--container-runtime-endpoint", s.endpoint,
 		"--docker-endpoint", env.dockerHost,
@@ -256,6 +264,7 @@ func startBinary(t testing.TB, binary, sockDir string, flags ...string) *shim {
 	}, flags...)
 	logf, err := os.Create(s.logPath)
 	assert.NilError(t, err)
+	s.args = args
 	s.cmd = exec.Command(binary, args...)
 	s.cmd.Stdout, s.cmd.Stderr = logf, logf
 	assert.NilError(t, s.cmd.Start())
@@ -275,6 +284,13 @@ func startBinary(t testing.TB, binary, sockDir string, flags ...string) *shim {
 	assert.NilError(t, err)
 	t.Cleanup(func() { _ = conn.Close() })
 	s.rt, s.img = runtimeapi.NewRuntimeServiceClient(conn), runtimeapi.NewImageServiceClient(conn)
+	s.waitServing(t)
+	return s
+}
+
+// waitServing waits until the shim answers Version.
+func (s *shim) waitServing(t testing.TB) {
+	t.Helper()
 	poll.WaitOn(t, func(poll.LogT) poll.Result {
 		if s.cmd.ProcessState != nil {
 			return poll.Error(fmt.Errorf("cri-dockerd exited: %s", s.cmd.ProcessState))
@@ -284,7 +300,20 @@ func startBinary(t testing.TB, binary, sockDir string, flags ...string) *shim {
 		}
 		return poll.Success()
 	}, poll.WithTimeout(30*time.Second), poll.WithDelay(100*time.Millisecond))
-	return s
+}
+
+// restart starts a stopped shim again with the same binary and flags, logging to the
+// same file, and waits until it serves.
+func (s *shim) restart(t testing.TB) {
+	t.Helper()
+	assert.Assert(t, s.cmd.ProcessState != nil, "restart of a running shim")
+	logf, err := os.OpenFile(s.logPath, os.O_WRONLY|os.O_APPEND, 0)
+	assert.NilError(t, err)
+	t.Cleanup(func() { _ = logf.Close() })
+	s.cmd = exec.Command(s.binary, s.args...)
+	s.cmd.Stdout, s.cmd.Stderr = logf, logf
+	assert.NilError(t, s.cmd.Start())
+	s.waitServing(t)
 }
 
 func lastLines(s string, n int) string {

@@ -191,6 +191,7 @@ func (o *Options) validateProxy() error {
 	}
 	return nil
 }
+
 // requestTimeout is the effective --runtime-request-timeout.
 func (o *Options) requestTimeout() time.Duration {
 	if o.RuntimeRequestTimeout == 0 {
