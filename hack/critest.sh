@@ -4,7 +4,9 @@
 # Usage: hack/critest.sh build | images | run ENDPOINT [critest flags] | all | bench | stop
 #   all: the conformance suite (minus e2e/critest-skip.txt); bench: `critest -benchmark` with
 #   hack/critest/benchmark-params.yaml, summarised as per-operation medians.
-# Env: STORE=classic|containerd, CRITEST_FOCUS (regex; "" = all), CRITEST_SKIP_FILE, CRITEST_STOP=1, CRI_DOCKERD_BIN.
+# Env: STORE=classic|containerd, CRITEST_FOCUS (regex; "" = all), CRITEST_SKIP_FILE, CRITEST_STOP=1, CRI_DOCKERD_BIN;
+#   CRITEST_VIA_PROXY=1: critest talks to CRI_DOCKERD_BIN as the pin proxy (--pin-proxy-backend) in front of a
+#   backend, CRITEST_BACKEND_BIN (an unmodified cri-dockerd, say) or else CRI_DOCKERD_BIN with its pins off.
 set -euo pipefail
 # shellcheck source=hack/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -136,6 +138,40 @@ bench_summary() {
 }
 
 cri_pidfile() { echo "$CRITEST_OUT/cri-$STORE/cri-dockerd.pid"; }
+backend_pidfile() { echo "$CRITEST_OUT/cri-$STORE/backend.pid"; }
+
+# start_cri BIN DIR — the CRI critest talks to on unix://DIR/cri-dockerd.sock: BIN itself, or with
+# CRITEST_VIA_PROXY=1 BIN as the pin proxy in front of a backend on unix://DIR/backend.sock.
+start_cri() {
+  local bin=$1 dir=$2 sock=unix://$2/cri-dockerd.sock
+  local cri=(--docker-endpoint "unix://$STACK_DIR/docker.sock" --network-plugin cni --cni-bin-dir /usr/lib/cni
+    --cni-conf-dir "$dir/net.d" --cni-cache-dir "$dir/cni-cache")
+  if [[ ${CRITEST_VIA_PROXY:-} == 1 ]]; then
+    local backend=${CRITEST_BACKEND_BIN:-$bin} off=()
+    # Our binary as the backend stands in for an unmodified one: its own pin sources off.
+    [[ -n ${CRITEST_BACKEND_BIN:-} ]] || off=(--pin-from-config-labels=false --pin-from-containerd-labels=false)
+    log "starting the backend $backend on unix://$dir/backend.sock"
+    spawn "$(backend_pidfile)" "$dir/backend.log" "$backend" --container-runtime-endpoint "unix://$dir/backend.sock" \
+      --cri-dockerd-root-directory "$dir/root" "${cri[@]}" "${off[@]}"
+    wait_for 30 "$TOOLS_BIN/crictl" --runtime-endpoint "unix://$dir/backend.sock" version ||
+      { tail -n 20 "$dir/backend.log" >&2; die "the backend did not start"; }
+    log "starting $bin as the pin proxy on $sock"
+    spawn "$(cri_pidfile)" "$dir/cri-dockerd.log" "$bin" --container-runtime-endpoint "$sock" \
+      --pin-proxy-backend "unix://$dir/backend.sock" --cri-dockerd-root-directory "$dir/proxy-root" \
+      --docker-endpoint "unix://$STACK_DIR/docker.sock"
+  else
+    log "starting $bin on $sock"
+    spawn "$(cri_pidfile)" "$dir/cri-dockerd.log" "$bin" --container-runtime-endpoint "$sock" \
+      --cri-dockerd-root-directory "$dir/root" "${cri[@]}"
+  fi
+  wait_for 30 "$TOOLS_BIN/crictl" --runtime-endpoint "$sock" version ||
+    { tail -n 20 "$dir/cri-dockerd.log" >&2; die "cri-dockerd did not start"; }
+}
+
+stop_cri() {
+  stop_pidfile "$(cri_pidfile)" cri-dockerd
+  stop_pidfile "$(backend_pidfile)" "cri-dockerd backend"
+}
 
 all() {
   local bin=${CRI_DOCKERD_BIN:-$ROOT/_output/cri-dockerd} dir=$CRITEST_OUT/cri-$STORE rc=0
@@ -143,17 +179,12 @@ all() {
   timed build
   timed images
   mkdir -p "$dir"
-  stop_pidfile "$(cri_pidfile)" cri-dockerd
-  rm -rf "$dir/cri-dockerd.sock" "$dir/root" "$dir/cni-cache" "$dir/net.d"
+  stop_cri
+  rm -rf "$dir/cri-dockerd.sock" "$dir/backend.sock" "$dir/root" "$dir/proxy-root" "$dir/cni-cache" "$dir/net.d"
   "$HACK_DIR/cni.sh" install
   CNI_DATA_DIR=$dir/ipam "$HACK_DIR/cni.sh" clean "$dir/net.d"
   CNI_DATA_DIR=$dir/ipam "$HACK_DIR/cni.sh" config "$dir/net.d"
-  log "starting $bin on unix://$dir/cri-dockerd.sock"
-  spawn "$(cri_pidfile)" "$dir/cri-dockerd.log" "$bin" --container-runtime-endpoint "unix://$dir/cri-dockerd.sock" \
-    --docker-endpoint "unix://$STACK_DIR/docker.sock" --cri-dockerd-root-directory "$dir/root" \
-    --network-plugin cni --cni-bin-dir /usr/lib/cni --cni-conf-dir "$dir/net.d" --cni-cache-dir "$dir/cni-cache"
-  wait_for 30 "$TOOLS_BIN/crictl" --runtime-endpoint "unix://$dir/cri-dockerd.sock" version ||
-    { tail -n 20 "$dir/cri-dockerd.log" >&2; die "cri-dockerd did not start"; }
+  start_cri "$bin" "$dir"
   if [[ ${CRITEST_BENCH:-} == 1 ]]; then
     local res=$CRITEST_OUT/bench-$STORE
     rm -rf "$res" && mkdir -p "$res"
@@ -163,7 +194,7 @@ all() {
   else
     timed run "unix://$dir/cri-dockerd.sock" || rc=$?
   fi
-  stop_pidfile "$(cri_pidfile)" cri-dockerd
+  stop_cri
   leaks "$dir" || rc=1
   [[ ${CRITEST_STOP:-} != 1 ]] || stop
   return "$rc"
@@ -173,6 +204,7 @@ stop() {
   local s
   for s in classic containerd; do
     stop_pidfile "$CRITEST_OUT/cri-$s/cri-dockerd.pid" cri-dockerd
+    stop_pidfile "$CRITEST_OUT/cri-$s/backend.pid" "cri-dockerd backend"
     [[ ! -d /tmp/dockpin-critest-$s ]] || STORE=$s STACK_DIR=/tmp/dockpin-critest-$s "$HACK_DIR/engine.sh" stop
   done
   stop_pidfile "$PROXY_PID" regproxy 10
