@@ -172,3 +172,42 @@ func TestProxyStreamingWithCrictl(t *testing.T) {
 		assert.Check(t, strings.Contains(viaProxy.Url, "//127.0.0.1:") && strings.Contains(viaProxy.Url, "/exec/"), "exec URL %q", viaProxy.Url)
 	})
 }
+
+// TestProxyFailSafe: the proxy's containerd pin source has never answered: ListImages
+// through the proxy is Unavailable (the backend would list the image unpinned), while
+// ImageStatus and the other RPCs go on; once containerd answers, the list shows the pin,
+// without a restart of the proxy.
+func TestProxyFailSafe(t *testing.T) {
+	requireContainerdStore(t)
+	eachBackend(t, func(t *testing.T, b backend) {
+		id := importImage(t, "e2e/proxy-failsafe:1")
+		ctr(t, "images", "label", "docker.io/e2e/proxy-failsafe:1", pinLabel+"=pinned")
+		ctrd := &sockProxy{path: filepath.Join(t.TempDir(), "ctrd.sock"), target: containerdSocket()}
+		be := startShimBin(t, b.binary, b.flags...)
+		px := startProxy(t, be, "--containerd-address", ctrd.path, "--containerd-timeout", "500ms")
+		ctx := context.Background()
+
+		_, err := px.img.ListImages(ctx, &runtimeapi.ListImagesRequest{})
+		assert.Check(t, status.Code(err) == codes.Unavailable, "ListImages through the proxy, containerd never answered: %v", err)
+		assert.Check(t, strings.Contains(status.Convert(err).Message(), "containerd-label"), err)
+		st, err := px.img.ImageStatus(ctx, &runtimeapi.ImageStatusRequest{Image: spec(id)})
+		assert.NilError(t, err, "ImageStatus must go on")
+		assert.Check(t, st.GetImage().GetId() == id)
+		_, err = px.rt.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{})
+		assert.NilError(t, err)
+		assert.Check(t, pinSourceState(t, px, "containerd-label")["state"] == "never read", "crictl info through the proxy shows its pin sources")
+
+		ctrd.start(t)
+		defer ctrd.stop()
+		poll.WaitOn(t, func(poll.LogT) poll.Result {
+			got, err := px.listPinned(ctx)
+			if err != nil {
+				return poll.Continue("ListImages through the proxy: %v", err)
+			}
+			if !got[id] {
+				return poll.Continue("not pinned yet")
+			}
+			return poll.Success()
+		}, poll.WithTimeout(30*time.Second), poll.WithDelay(100*time.Millisecond))
+	})
+}

@@ -81,6 +81,14 @@ func (b *fakeBackend) PodSandboxStatus(_ context.Context, req *runtimeapi.PodSan
 	return nil, status.Errorf(codes.NotFound, "pod %s not found", req.PodSandboxId)
 }
 
+func (b *fakeBackend) Status(_ context.Context, req *runtimeapi.StatusRequest) (*runtimeapi.StatusResponse, error) {
+	resp := &runtimeapi.StatusResponse{Status: &runtimeapi.RuntimeStatus{Conditions: []*runtimeapi.RuntimeCondition{{Type: "RuntimeReady", Status: true}}}}
+	if req.Verbose {
+		resp.Info = map[string]string{"config": `{"backend":true}`}
+	}
+	return resp, nil
+}
+
 func (b *fakeBackend) ListContainers(context.Context, *runtimeapi.ListContainersRequest) (*runtimeapi.ListContainersResponse, error) {
 	return &runtimeapi.ListContainersResponse{Containers: []*runtimeapi.Container{{Id: "c1"}, {Id: "c2"}}}, nil
 }

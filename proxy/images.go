@@ -114,3 +114,28 @@ func (p *Proxy) imageStatus(ctx context.Context, ss grpc.ServerStream) error {
 func view(img *runtimeapi.Image, labels map[string]string) pinning.Image {
 	return pinning.Image{ID: img.GetId(), RepoTags: img.GetRepoTags(), RepoDigests: img.GetRepoDigests(), Labels: labels}
 }
+
+// status answers the backend's Status; verbose (crictl info), with our pinning state
+// under "pinning" (in place of the backend's, if it has one: ours decides what kubelet
+// sees) and the backend under "pinProxy".
+func (p *Proxy) status(ctx context.Context, ss grpc.ServerStream) error {
+	var resp runtimeapi.StatusResponse
+	raw, hdr, trl, err := p.call(ctx, ss, statusMethod, &resp)
+	if err != nil {
+		return err
+	}
+	var req runtimeapi.StatusRequest
+	if proto.Unmarshal(raw.payload, &req) == nil && req.Verbose {
+		if resp.Info == nil {
+			resp.Info = map[string]string{}
+		}
+		for k, v := range map[string]any{"pinning": p.pins.Info(), "pinProxy": map[string]string{"backend": p.target}} {
+			b, err := json.Marshal(v)
+			if err != nil {
+				return status.Errorf(codes.Internal, "status: %v", err)
+			}
+			resp.Info[k] = string(b)
+		}
+	}
+	return reply(ss, &resp, hdr, trl)
+}

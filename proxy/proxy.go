@@ -25,10 +25,11 @@ import (
 )
 
 // Pinner decides pins (pinning.Pinner): Evaluate for a whole list, failing when a pin
-// source has no usable state; Check for one image, never failing.
+// source has no usable state; Check for one image, never failing; Info for crictl info.
 type Pinner interface {
 	Evaluate(ctx context.Context, imgs []pinning.Image) ([][]pinning.Reason, error)
 	Check(ctx context.Context, img pinning.Image) []pinning.Reason
+	Info() map[string]any
 }
 
 // Engine gives the image facts the CRI does not carry: config labels, by image ID.
@@ -42,6 +43,7 @@ type Engine interface {
 // Proxy serves the CRI by forwarding it to a backend.
 type Proxy struct {
 	conn   *grpc.ClientConn
+	target string // the backend's endpoint, for crictl info
 	pins   Pinner
 	engine Engine
 	log    logrus.FieldLogger
@@ -69,7 +71,7 @@ func Dial(target string, extra ...grpc.DialOption) (*grpc.ClientConn, error) {
 
 // New returns a proxy forwarding to conn. A nil log discards messages.
 func New(conn *grpc.ClientConn, pins Pinner, engine Engine, log logrus.FieldLogger) *Proxy {
-	return &Proxy{conn: conn, pins: pins, engine: engine, log: logctx.OrDiscard(log)}
+	return &Proxy{conn: conn, target: conn.Target(), pins: pins, engine: engine, log: logctx.OrDiscard(log)}
 }
 
 // ServerOptions make a gRPC server with no service registered hand every RPC to the proxy.
@@ -82,10 +84,11 @@ func (p *Proxy) ServerOptions() []grpc.ServerOption {
 	}
 }
 
-// The two RPCs whose answer the proxy changes.
+// The RPCs whose answer the proxy changes.
 const (
 	listImagesMethod  = "/runtime.v1.ImageService/ListImages"
 	imageStatusMethod = "/runtime.v1.ImageService/ImageStatus"
+	statusMethod      = "/runtime.v1.RuntimeService/Status"
 )
 
 // passthrough describes any RPC: a stream each way covers unary and streaming ones.
@@ -102,6 +105,8 @@ func (p *Proxy) handle(_ any, ss grpc.ServerStream) error {
 		return p.listImages(ctx, ss)
 	case imageStatusMethod:
 		return p.imageStatus(ctx, ss)
+	case statusMethod:
+		return p.status(ctx, ss)
 	}
 	return p.forward(ctx, ss, method)
 }

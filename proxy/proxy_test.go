@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"testing"
@@ -39,7 +40,7 @@ func TestUnaryPassthrough(t *testing.T) {
 	assert.Check(t, is.Equal(status.Convert(err).Message(), "pod p1 not found"))
 
 	// An RPC the backend does not implement stays Unimplemented.
-	_, err = h.rt.Status(ctx, &runtimeapi.StatusRequest{})
+	_, err = h.rt.ContainerStats(ctx, &runtimeapi.ContainerStatsRequest{ContainerId: "c1"})
 	assert.Check(t, is.Equal(status.Code(err), codes.Unimplemented))
 }
 
@@ -150,6 +151,27 @@ func TestEngineDownFailsListImages(t *testing.T) {
 	resp, err := h.img.ImageStatus(context.Background(), &runtimeapi.ImageStatusRequest{Image: &runtimeapi.ImageSpec{Image: "example.com/app:1"}})
 	assert.NilError(t, err)
 	assert.Check(t, resp.Image.Pinned)
+}
+
+// crictl info through the proxy: the backend's Status, with our pinning state added.
+func TestStatusAddsPinningInfo(t *testing.T) {
+	h := newHarness(t)
+	resp, err := h.rt.Status(context.Background(), &runtimeapi.StatusRequest{Verbose: true})
+	assert.NilError(t, err)
+	assert.Check(t, resp.Status.Conditions[0].Status)
+	assert.Check(t, is.Equal(resp.Info["config"], `{"backend":true}`))
+	var pinningInfo struct {
+		SandboxImage string   `json:"sandboxImage"`
+		Patterns     []string `json:"patterns"`
+	}
+	assert.NilError(t, json.Unmarshal([]byte(resp.Info["pinning"]), &pinningInfo))
+	assert.Check(t, is.Equal(pinningInfo.SandboxImage, "example.com/pause:3"))
+	assert.Check(t, is.DeepEqual(pinningInfo.Patterns, []string{"example.com/app"}))
+	assert.Check(t, is.Equal(resp.Info["pinProxy"], `{"backend":"passthrough:///backend"}`))
+
+	resp, err = h.rt.Status(context.Background(), &runtimeapi.StatusRequest{})
+	assert.NilError(t, err)
+	assert.Check(t, is.Len(resp.Info, 0))
 }
 
 // The backend goes away: Unavailable; it comes back: the proxy reconnects by itself.
