@@ -96,6 +96,12 @@ func TestProxyPinSources(t *testing.T) {
 			ctr(t, "images", "label", "docker.io/e2e/proxy-record:1", pinLabel+"=")
 			waitListPinned(t, px, record, false)
 		}
+		// The proxy's footprint after a burst of lists (reported, not asserted).
+		for range 100 {
+			_, err := px.img.ListImages(context.Background(), &runtimeapi.ListImagesRequest{})
+			assert.NilError(t, err)
+		}
+		t.Logf("after 101 ListImages: proxy %s, backend %s", vmRSS(px), vmRSS(be))
 		// Every other RPC reaches the backend.
 		v, err := px.rt.Version(context.Background(), &runtimeapi.VersionRequest{})
 		assert.NilError(t, err)
@@ -210,4 +216,18 @@ func TestProxyFailSafe(t *testing.T) {
 			return poll.Success()
 		}, poll.WithTimeout(30*time.Second), poll.WithDelay(100*time.Millisecond))
 	})
+}
+
+// vmRSS is a shim's resident set size as /proc reports it ("23456 kB").
+func vmRSS(s *shim) string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", s.cmd.Process.Pid))
+	if err != nil {
+		return err.Error()
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	return "?"
 }
