@@ -5,11 +5,20 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"gotest.tools/v3/assert"
+	"gotest.tools/v3/poll"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
@@ -122,4 +131,215 @@ func assertStatusMatchesList(t *testing.T, s *shim) {
 	raw := s.crictl(t, "inspecti", "-o", "json", img.Id)
 	assert.NilError(t, json.Unmarshal([]byte(raw), &inspect), raw)
 	assert.Equal(t, inspect.Status.Pinned, img.Pinned, fmt.Sprintf("crictl inspecti %v", img.RepoTags))
+}
+
+// pinsOff are the flags that turn our binary's pin sources off, for a backend that
+// stands in for an unmodified cri-dockerd. The sandbox image is always pinned (there
+// is no flag against it): the tests' images are never the sandbox image.
+var pinsOff = []string{"--pin-from-config-labels=false", "--pin-from-containerd-labels=false"}
+
+// backend is a cri-dockerd behind the proxy: ours with pinning off, or upstream's.
+type backend struct {
+	name   string
+	binary string
+	flags  []string
+	ours   bool // its own pins are known to be off: direct ListImages must show nothing pinned
+}
+
+// proxyBackends are the backends each proxy test runs with: ours always, upstream's
+// when UPSTREAM_CRI_DOCKERD_BIN names its binary.
+func proxyBackends() []backend {
+	bs := []backend{{name: "ours", binary: env.binary, flags: pinsOff, ours: true}}
+	if up := os.Getenv("UPSTREAM_CRI_DOCKERD_BIN"); up != "" {
+		bs = append(bs, backend{name: "upstream", binary: up})
+	}
+	return bs
+}
+
+func eachBackend(t *testing.T, fn func(t *testing.T, b backend)) {
+	for _, b := range proxyBackends() {
+		t.Run(b.name, func(t *testing.T) { fn(t, b) })
+	}
+	if os.Getenv("UPSTREAM_CRI_DOCKERD_BIN") == "" {
+		t.Run("upstream", func(t *testing.T) { t.Skip("UPSTREAM_CRI_DOCKERD_BIN is not set") })
+	}
+}
+
+// startProxy starts our binary as the pin proxy in front of be, with our pin flags.
+func startProxy(t *testing.T, be *shim, flags ...string) *shim {
+	t.Helper()
+	return startShim(t, append([]string{"--pin-proxy-backend", be.endpoint}, flags...)...)
+}
+
+// TestProxyPinSources: every pin source of the proxy shows through it, over a backend
+// that pins none of those images; ImageStatus agrees with ListImages.
+func TestProxyPinSources(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		pins := filepath.Join(t.TempDir(), "pins")
+		assert.NilError(t, os.WriteFile(pins, []byte("e2e/proxy-file\n"), 0o644))
+		plain := importImage(t, "e2e/proxy-plain:1")
+		pattern := importImage(t, "e2e/proxy-pattern:1")
+		file := importImage(t, "e2e/proxy-file:1")
+		label := importImage(t, "e2e/proxy-label:1", "io.cri-containerd.pinned=pinned")
+		want := map[string]bool{plain: false, pattern: true, file: true, label: true}
+		var record string
+		if env.store == "containerd" {
+			record = importImage(t, "e2e/proxy-record:1")
+			ctr(t, "images", "label", "docker.io/e2e/proxy-record:1", pinLabel+"=pinned")
+			want[record] = true
+		}
+
+		be := startShimBin(t, b.binary, b.flags...)
+		px := startProxy(t, be, "--pinned-images", "e2e/proxy-pattern:1", "--pinned-images-file", pins)
+		if b.ours {
+			direct := be.crictlImages(t)
+			for id := range want {
+				assert.Check(t, !direct[id].Pinned, "the backend itself pins %s", id)
+			}
+		}
+		through := px.crictlImages(t)
+		for id, pinned := range want {
+			assert.Check(t, through[id].Pinned == pinned, "through the proxy %v: pinned=%v, want %v", through[id].RepoTags, through[id].Pinned, pinned)
+			st, err := px.img.ImageStatus(context.Background(), &runtimeapi.ImageStatusRequest{Image: spec(id)})
+			assert.NilError(t, err)
+			assert.Check(t, st.GetImage().GetPinned() == pinned, "ImageStatus through the proxy %s: pinned=%v", id, st.GetImage().GetPinned())
+		}
+		if record != "" {
+			ctr(t, "images", "label", "docker.io/e2e/proxy-record:1", pinLabel+"=")
+			waitListPinned(t, px, record, false)
+		}
+		// The proxy's footprint after a burst of lists (reported, not asserted).
+		for range 100 {
+			_, err := px.img.ListImages(context.Background(), &runtimeapi.ListImagesRequest{})
+			assert.NilError(t, err)
+		}
+		t.Logf("after 101 ListImages: proxy %s, backend %s", vmRSS(px), vmRSS(be))
+		// Every other RPC reaches the backend.
+		v, err := px.rt.Version(context.Background(), &runtimeapi.VersionRequest{})
+		assert.NilError(t, err)
+		assert.Check(t, v.RuntimeName == "docker", "Version through the proxy: %v", v)
+	})
+}
+
+// TestProxySurvivesBackendRestart: the backend stops (SIGTERM): ListImages through the
+// proxy is Unavailable; it starts again: the proxy works without a restart of its own.
+func TestProxySurvivesBackendRestart(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		pattern := importImage(t, "e2e/proxy-restart:1")
+		be := startShimBin(t, b.binary, b.flags...)
+		px := startProxy(t, be, "--pinned-images", "e2e/proxy-restart")
+		waitListPinned(t, px, pattern, true)
+
+		be.stop(t)
+		ctx := context.Background()
+		_, err := px.img.ListImages(ctx, &runtimeapi.ListImagesRequest{})
+		assert.Check(t, status.Code(err) == codes.Unavailable, "ListImages with the backend down: %v", err)
+		_, err = px.rt.Version(ctx, &runtimeapi.VersionRequest{})
+		assert.Check(t, status.Code(err) == codes.Unavailable, "Version with the backend down: %v", err)
+
+		be.restart(t)
+		poll.WaitOn(t, func(poll.LogT) poll.Result {
+			got, err := px.listPinned(ctx)
+			if err != nil {
+				return poll.Continue("ListImages through the proxy after the backend's restart: %v", err)
+			}
+			if !got[pattern] {
+				return poll.Continue("image not pinned yet")
+			}
+			return poll.Success()
+		}, poll.WithTimeout(30*time.Second), poll.WithDelay(100*time.Millisecond))
+		assert.Check(t, px.cmd.ProcessState == nil, "the proxy must not have exited")
+	})
+}
+
+// TestProxyStreamingWithCrictl: a pod made through the proxy; exec and port-forward
+// through it with crictl: the backend's streaming URLs pass through untouched.
+func TestProxyStreamingWithCrictl(t *testing.T) {
+	pauseImage(t)
+	eachBackend(t, func(t *testing.T, b backend) {
+		pn := newPodNet(t)
+		flags := append(pn.flags(filepath.Join(t.TempDir(), "root")), "--streaming-bind-addr", "127.0.0.1:0")
+		be := startShimBin(t, b.binary, append(flags, b.flags...)...)
+		px := startProxy(t, be)
+		pod := podConfig("proxy-stream")
+		podID := runPod(t, px, pod)
+		t.Cleanup(func() { stopAndRemovePod(t, px, podID) })
+		id := startContainer(t, px, podID, pod, httpdContainer("httpd", "8080", ""))
+		waitHTTP(t, "http://"+net.JoinHostPort(podStatus(t, px, podID).GetNetwork().GetIp(), "8080")+"/")
+
+		out := px.crictl(t, "exec", id, "/citool", "pgrep", "^citool$")
+		assert.Assert(t, strings.TrimSpace(out) != "", "pgrep printed no pid")
+		b2, err := exec.Command(env.crictl, "--runtime-endpoint", px.endpoint, "exec", id, "/citool", "pgrep", "no-such-process").CombinedOutput()
+		var exitErr *exec.ExitError
+		assert.Assert(t, errors.As(err, &exitErr), "a failing command must fail crictl exec: %v %s", err, b2)
+
+		lis, err := net.Listen("tcp", "127.0.0.1:0")
+		assert.NilError(t, err)
+		local := lis.Addr().(*net.TCPAddr).Port
+		assert.NilError(t, lis.Close())
+		ctx, cancel := context.WithCancel(context.Background())
+		pf := exec.CommandContext(ctx, env.crictl, "--runtime-endpoint", px.endpoint, "port-forward", podID, fmt.Sprintf("%d:8080", local))
+		assert.NilError(t, pf.Start())
+		t.Cleanup(func() { cancel(); _ = pf.Wait() })
+		waitHTTP(t, fmt.Sprintf("http://127.0.0.1:%d/", local))
+
+		// The URL the proxy hands out is the backend's own, on the backend's streaming
+		// server (upstream's has no scheme: "//127.0.0.1:PORT/cri/exec/TOKEN").
+		viaProxy, err := px.rt.Exec(context.Background(), &runtimeapi.ExecRequest{ContainerId: id, Cmd: []string{"/citool"}, Stdout: true})
+		assert.NilError(t, err)
+		assert.Check(t, strings.Contains(viaProxy.Url, "//127.0.0.1:") && strings.Contains(viaProxy.Url, "/exec/"), "exec URL %q", viaProxy.Url)
+	})
+}
+
+// TestProxyFailSafe: the proxy's containerd pin source has never answered: ListImages
+// through the proxy is Unavailable (the backend would list the image unpinned), while
+// ImageStatus and the other RPCs go on; once containerd answers, the list shows the pin,
+// without a restart of the proxy.
+func TestProxyFailSafe(t *testing.T) {
+	requireContainerdStore(t)
+	eachBackend(t, func(t *testing.T, b backend) {
+		id := importImage(t, "e2e/proxy-failsafe:1")
+		ctr(t, "images", "label", "docker.io/e2e/proxy-failsafe:1", pinLabel+"=pinned")
+		ctrd := &sockProxy{path: filepath.Join(t.TempDir(), "ctrd.sock"), target: containerdSocket()}
+		be := startShimBin(t, b.binary, b.flags...)
+		px := startProxy(t, be, "--containerd-address", ctrd.path, "--containerd-timeout", "500ms")
+		ctx := context.Background()
+
+		_, err := px.img.ListImages(ctx, &runtimeapi.ListImagesRequest{})
+		assert.Check(t, status.Code(err) == codes.Unavailable, "ListImages through the proxy, containerd never answered: %v", err)
+		assert.Check(t, strings.Contains(status.Convert(err).Message(), "containerd-label"), err)
+		st, err := px.img.ImageStatus(ctx, &runtimeapi.ImageStatusRequest{Image: spec(id)})
+		assert.NilError(t, err, "ImageStatus must go on")
+		assert.Check(t, st.GetImage().GetId() == id)
+		_, err = px.rt.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{})
+		assert.NilError(t, err)
+		assert.Check(t, pinSourceState(t, px, "containerd-label")["state"] == "never read", "crictl info through the proxy shows its pin sources")
+
+		ctrd.start(t)
+		defer ctrd.stop()
+		poll.WaitOn(t, func(poll.LogT) poll.Result {
+			got, err := px.listPinned(ctx)
+			if err != nil {
+				return poll.Continue("ListImages through the proxy: %v", err)
+			}
+			if !got[id] {
+				return poll.Continue("not pinned yet")
+			}
+			return poll.Success()
+		}, poll.WithTimeout(30*time.Second), poll.WithDelay(100*time.Millisecond))
+	})
+}
+
+// vmRSS is a shim's resident set size as /proc reports it ("23456 kB").
+func vmRSS(s *shim) string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", s.cmd.Process.Pid))
+	if err != nil {
+		return err.Error()
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	return "?"
 }

@@ -11,7 +11,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/coreos/go-systemd/v22/daemon"
 	"github.com/sirupsen/logrus"
 	"github.com/spf13/pflag"
 
@@ -183,36 +182,13 @@ func run(opts *Options, log *logrus.Logger, hup <-chan os.Signal) error {
 		return fmt.Errorf("listen on %s: %w", opts.RuntimeEndpoint, err)
 	}
 	srv := newGRPCServer(svc, log, opts.requestTimeout())
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(lis) }()
 	log.WithField("endpoint", opts.RuntimeEndpoint).Info("serving the CRI")
-	if ok, err := daemon.SdNotify(false, daemon.SdNotifyReady); err != nil {
-		log.WithError(err).Warn("sd_notify READY failed")
-	} else if ok {
-		log.Debug("sent sd_notify READY")
-	}
-
-	signals := make(chan os.Signal, 4)
-	signal.Notify(signals, syscall.SIGTERM, syscall.SIGINT)
-	defer signal.Stop(signals)
-	for {
-		select {
-		case err := <-served:
-			return fmt.Errorf("grpc server: %w", err)
-		case err := <-streamsDone:
-			// Without it every exec, attach and port-forward would fail: let the
-			// supervisor restart us rather than serve half a runtime.
-			srv.Stop()
-			return fmt.Errorf("streaming server stopped: %w", err)
-		case <-hup:
-			pins.ReloadLogged()
-		case sig := <-signals:
-			log.WithField("signal", sig.String()).Info("stopping: waiting for in-flight requests")
-			_, _ = daemon.SdNotify(false, daemon.SdNotifyStopping)
-			gracefulStop(srv, opts.requestTimeout(), log)
-			return nil
-		}
-	}
+	failed := make(chan error, 1)
+	// Without the streaming server every exec, attach and port-forward would fail.
+	go func() { failed <- fmt.Errorf("streaming server stopped: %w", <-streamsDone) }()
+	return serve(serving{
+		srv: srv, lis: lis, timeout: opts.requestTimeout(), hup: hup, reload: pins.ReloadLogged, failed: failed,
+	}, log)
 }
 
 // engineImages is the engine client the service uses, with the image cache in front

@@ -4,10 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/signal"
-	"syscall"
 
-	"github.com/coreos/go-systemd/v22/daemon"
 	"github.com/sirupsen/logrus"
 	"google.golang.org/grpc"
 
@@ -39,32 +36,9 @@ func runProxy(opts *Options, engine docker.Client, pins *pinning.Setup, log *log
 	// request timeout: the caller's deadline travels to the backend.
 	ic := &interceptor{log: log, timeout: opts.requestTimeout()}
 	srv := grpc.NewServer(append(p.ServerOptions(), grpc.ChainStreamInterceptor(ic.stream))...)
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(lis) }()
 	log.WithField("endpoint", opts.RuntimeEndpoint).WithField("backend", opts.PinProxyBackend).
 		Info("serving the CRI as the pin proxy")
-	if ok, err := daemon.SdNotify(false, daemon.SdNotifyReady); err != nil {
-		log.WithError(err).Warn("sd_notify READY failed")
-	} else if ok {
-		log.Debug("sent sd_notify READY")
-	}
-
-	signals := make(chan os.Signal, 4)
-	signal.Notify(signals, syscall.SIGTERM, syscall.SIGINT)
-	defer signal.Stop(signals)
-	for {
-		select {
-		case err := <-served:
-			return fmt.Errorf("grpc server: %w", err)
-		case <-hup:
-			pins.ReloadLogged()
-		case sig := <-signals:
-			log.WithField("signal", sig.String()).Info("stopping: waiting for in-flight requests")
-			_, _ = daemon.SdNotify(false, daemon.SdNotifyStopping)
-			gracefulStop(srv, opts.requestTimeout(), log)
-			return nil
-		}
-	}
+	return serve(serving{srv: srv, lis: lis, timeout: opts.requestTimeout(), hup: hup, reload: pins.ReloadLogged}, log)
 }
 
 // engineLabels gives the proxy the image config labels the CRI does not carry.

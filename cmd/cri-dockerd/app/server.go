@@ -3,13 +3,18 @@ package app
 import (
 	"context"
 	"fmt"
+	"net"
+	"os"
+	"os/signal"
 	"path"
 	"runtime/debug"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/containerd/errdefs/pkg/errgrpc"
+	"github.com/coreos/go-systemd/v22/daemon"
 	"github.com/sirupsen/logrus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -134,4 +139,49 @@ func newGRPCServer(svc criServer, log logrus.FieldLogger, timeout time.Duration)
 	runtimeapi.RegisterRuntimeServiceServer(srv, svc)
 	runtimeapi.RegisterImageServiceServer(srv, svc)
 	return srv
+}
+
+// serving is what serve runs: the gRPC server on its listener, until SIGTERM or
+// SIGINT (a graceful stop bounded by timeout), the server failing, or failed
+// delivering an error (a part without which the runtime must not serve).
+type serving struct {
+	srv     *grpc.Server
+	lis     net.Listener
+	timeout time.Duration
+	// hup delivers SIGHUP; reload is called for each.
+	hup    <-chan os.Signal
+	reload func()
+	// failed, when not nil, delivers the error of a part the runtime cannot serve without.
+	failed <-chan error
+}
+
+// serve serves, tells systemd it is ready (sd_notify), and stops as serving says.
+func serve(s serving, log logrus.FieldLogger) error {
+	served := make(chan error, 1)
+	go func() { served <- s.srv.Serve(s.lis) }()
+	if ok, err := daemon.SdNotify(false, daemon.SdNotifyReady); err != nil {
+		log.WithError(err).Warn("sd_notify READY failed")
+	} else if ok {
+		log.Debug("sent sd_notify READY")
+	}
+	signals := make(chan os.Signal, 4)
+	signal.Notify(signals, syscall.SIGTERM, syscall.SIGINT)
+	defer signal.Stop(signals)
+	for {
+		select {
+		case err := <-served:
+			return fmt.Errorf("grpc server: %w", err)
+		case err := <-s.failed:
+			// Let the supervisor restart us rather than serve half a runtime.
+			s.srv.Stop()
+			return err
+		case <-s.hup:
+			s.reload()
+		case sig := <-signals:
+			log.WithField("signal", sig.String()).Info("stopping: waiting for in-flight requests")
+			_, _ = daemon.SdNotify(false, daemon.SdNotifyStopping)
+			gracefulStop(s.srv, s.timeout, log)
+			return nil
+		}
+	}
 }
