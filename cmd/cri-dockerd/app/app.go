@@ -34,6 +34,11 @@ const startupTimeout = 30 * time.Second
 
 // Main runs cri-dockerd with args and returns the process exit code.
 func Main(args []string, stdout, stderr io.Writer) int {
+	return mainWith(args, stdout, stderr, defaultEngineWait)
+}
+
+// mainWith is Main waiting for the engine as wait says.
+func mainWith(args []string, stdout, stderr io.Writer, wait engineWait) int {
 	// First of all: a SIGHUP (systemd's ExecReload) during a long start-up, a preload
 	// say, must not kill the process, as SIGHUP's default action would.
 	hup := make(chan os.Signal, 8)
@@ -70,7 +75,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	log := newLogger(stderr, opts.LogLevel)
-	if err := run(&opts, log, hup); err != nil {
+	if err := run(&opts, log, hup, wait); err != nil {
 		log.WithError(err).Error("cri-dockerd stopped")
 		return 1
 	}
@@ -98,23 +103,22 @@ func checkPinsFile(path string, stdout, stderr io.Writer) int {
 }
 
 // run serves until SIGTERM or SIGINT; hup delivers SIGHUP, which reloads the pins.
-func run(opts *Options, log *logrus.Logger, hup <-chan os.Signal) error {
+func run(opts *Options, log *logrus.Logger, hup <-chan os.Signal, wait engineWait) error {
 	log.WithField("version", version).WithField("commit", shortCommit()).Info("starting cri-dockerd")
 	client, err := docker.NewSDKClient(opts.DockerEndpoint)
 	if err != nil {
 		return err
 	}
 	defer client.Close()
+	stop := make(chan os.Signal, 1)
+	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)
+	v, info, err := waitForEngine(client, opts.DockerEndpoint, wait, stop, log)
+	signal.Stop(stop)
+	if err != nil {
+		return err
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), startupTimeout)
 	defer cancel()
-	v, err := client.CheckVersion(ctx)
-	if err != nil {
-		return fmt.Errorf("docker engine at %s: %w", opts.DockerEndpoint, err)
-	}
-	info, err := client.Info(ctx)
-	if err != nil {
-		return fmt.Errorf("docker engine at %s: %w", opts.DockerEndpoint, err)
-	}
 	log.WithField("engine", v.Version).WithField("api", v.NegotiatedAPIVersion).
 		WithField("containerd_store", info.ContainerdStore).Info("connected to docker engine")
 

@@ -167,9 +167,11 @@ func TestMainPrintsAndRejects(t *testing.T) {
 	assert.Equal(t, Main([]string{"--hairpin-mode=bad"}, &out, &errOut), 2)
 	assert.Check(t, is.Contains(errOut.String(), "--hairpin-mode"))
 	errOut.Reset()
-	// No engine there: a clear error and exit code 1, never a panic.
+	// No engine there: it is waited for (a node booting); once the wait gives up, a
+	// clear error and exit code 1, never a panic.
 	sock := "unix://" + t.TempDir() + "/none.sock"
-	assert.Equal(t, Main([]string{"--docker-endpoint", sock, "--container-runtime-endpoint", "unix://" + t.TempDir() + "/cri.sock"}, &out, &errOut), 1)
+	giveUp := engineWait{attempt: time.Second, first: time.Millisecond, max: time.Millisecond, total: 20 * time.Millisecond}
+	assert.Equal(t, mainWith([]string{"--docker-endpoint", sock, "--container-runtime-endpoint", "unix://" + t.TempDir() + "/cri.sock"}, &out, &errOut, giveUp), 1)
 	assert.Check(t, is.Contains(errOut.String(), "docker engine at "+sock))
 }
 
