@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -80,4 +81,30 @@ func TestEngineOutage(t *testing.T) {
 	assert.NilError(t, err, "ListPodSandbox after the engine came back")
 	_, err = s.rt.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: "0123abcd"})
 	assert.NilError(t, err, "StopPodSandbox of an unknown sandbox after the engine came back")
+}
+
+// TestStartBeforeEngine: our binary started while dockerd is down (a node booting)
+// waits for it instead of exiting, and serves once it answers; what depends on the
+// engine's /info (the image store, hence the containerd pin source) is decided then.
+func TestStartBeforeEngine(t *testing.T) {
+	_, err := hackOutput("engine.sh", "stop-dockerd")
+	assert.NilError(t, err)
+	started := make(chan error, 1)
+	go func() {
+		time.Sleep(3 * time.Second) // our binary is waiting by then
+		_, err := hackOutput("engine.sh", "start-dockerd")
+		started <- err
+	}()
+	s := startShim(t) // polls until it serves
+	assert.NilError(t, <-started)
+	assert.Check(t, strings.Contains(s.log(t), "docker engine does not answer yet; waiting for it"))
+	_, err = s.img.ListImages(context.Background(), &runtimeapi.ListImagesRequest{})
+	assert.NilError(t, err)
+	st, err := s.rt.Status(context.Background(), &runtimeapi.StatusRequest{Verbose: true})
+	assert.NilError(t, err)
+	want := `"enabled":false`
+	if env.store == "containerd" {
+		want = `"enabled":true`
+	}
+	assert.Check(t, strings.Contains(st.Info["pinning"], want), "the containerd pin source follows the store /info reports: %s", st.Info["pinning"])
 }
