@@ -13,12 +13,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"gotest.tools/v3/assert"
-	"gotest.tools/v3/poll"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
@@ -238,16 +236,7 @@ func TestProxySurvivesBackendRestart(t *testing.T) {
 		assert.Check(t, status.Code(err) == codes.Unavailable, "Version with the backend down: %v", err)
 
 		be.restart(t)
-		poll.WaitOn(t, func(poll.LogT) poll.Result {
-			got, err := px.listPinned(ctx)
-			if err != nil {
-				return poll.Continue("ListImages through the proxy after the backend's restart: %v", err)
-			}
-			if !got[pattern] {
-				return poll.Continue("image not pinned yet")
-			}
-			return poll.Success()
-		}, poll.WithTimeout(30*time.Second), poll.WithDelay(100*time.Millisecond))
+		waitAllPinned(t, px, map[string]string{"pattern, after the backend's restart": pattern})
 		assert.Check(t, px.cmd.ProcessState == nil, "the proxy must not have exited")
 	})
 }
@@ -317,16 +306,7 @@ func TestProxyFailSafe(t *testing.T) {
 
 		ctrd.start(t)
 		defer ctrd.stop()
-		poll.WaitOn(t, func(poll.LogT) poll.Result {
-			got, err := px.listPinned(ctx)
-			if err != nil {
-				return poll.Continue("ListImages through the proxy: %v", err)
-			}
-			if !got[id] {
-				return poll.Continue("not pinned yet")
-			}
-			return poll.Success()
-		}, poll.WithTimeout(30*time.Second), poll.WithDelay(100*time.Millisecond))
+		waitAllPinned(t, px, map[string]string{"containerd label": id})
 	})
 }
 
