@@ -130,7 +130,13 @@ func TestCacheSettlesAfterEvents(t *testing.T) {
 	fake.QuietTag("a:1", "quiet:1") // what only a full list shows
 	fake.AddImage(img(2, "b:1"))    // an event: a background resync follows it
 	waitConsistent(t, c, fake)
-	assert.Check(t, c.CacheInfo()["resyncs"].(int) > resyncs)
+	// The resync's count is taken after it applied the list: wait for it, not just the list.
+	poll.WaitOn(t, func(poll.LogT) poll.Result {
+		if n := c.CacheInfo()["resyncs"].(int); n <= resyncs {
+			return poll.Continue("resyncs %d", n)
+		}
+		return poll.Success()
+	}, poll.WithTimeout(5*time.Second))
 }
 
 func TestCacheStreamLossFallsBackAndResyncs(t *testing.T) {
