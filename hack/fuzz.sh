@@ -50,6 +50,13 @@ for t in "${selected[@]}"; do
   status=0
   go test -run '^$' -fuzz "^$name\$" -fuzztime "$FUZZTIME" "$pkg" 2>&1 | tee "$logfile" || status=$?
   last=$(grep '^fuzz: elapsed:' "$logfile" | tail -n1 || true)
+  # go test -fuzz can end with "context deadline exceeded" when -fuzztime runs out while it is
+  # still minimizing a new (not failing) input: no failing input is written then. That is the
+  # clock, not a finding; a real finding always says "Failing input written to".
+  if ((status)) && grep -q 'context deadline exceeded' "$logfile" && ! grep -q 'Failing input written to' "$logfile"; then
+    log "$name: the fuzz time ran out during minimization (no failing input): counted as a pass"
+    status=0
+  fi
   rm -f "$logfile"
   if ((status)); then
     failed+=("$name")
