@@ -61,7 +61,7 @@ func (r *runtime) Exec(ctx context.Context, containerID string, cmd []string, in
 	stopResize()
 	closeWriters(out, errOut)
 	if err != nil {
-		log.WithError(err).Warn("exec stream failed")
+		streamFailed(ctx, log, err, "exec")
 		return fmt.Errorf("exec in container %s: %w", containerID, err)
 	}
 	log.WithField("exit_code", code).Debug("exec stream ended")
@@ -97,11 +97,22 @@ func (r *runtime) Attach(ctx context.Context, containerID string, in io.Reader, 
 	stopResize()
 	closeWriters(out, errOut)
 	if err != nil {
-		log.WithError(err).Warn("attach stream failed")
+		streamFailed(ctx, log, err, "attach")
 		return fmt.Errorf("attach to container %s: %w", containerID, err)
 	}
 	log.Debug("attach stream ended")
 	return nil
+}
+
+// streamFailed logs a stream's error: at debug level when its context ended (the
+// client went away or the server is closing: nothing for an operator to act on),
+// as a warning otherwise.
+func streamFailed(ctx context.Context, log logrus.FieldLogger, err error, kind string) {
+	if ctx.Err() != nil {
+		log.WithError(err).Debugf("%s stream ended with its client", kind)
+		return
+	}
+	log.WithError(err).Warnf("%s stream failed", kind)
 }
 
 // translateResize forwards the library's terminal sizes to the engine's type until

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -98,6 +99,7 @@ func New(cfg Config, engine Engine, log logrus.FieldLogger) (*Server, error) {
 		Handler:           http.HandlerFunc(s.serveHTTP),
 		ReadHeaderTimeout: readHeaderTimeout,
 		BaseContext:       func(net.Listener) context.Context { return ctx },
+		ConnContext:       connContext,
 		ErrorLog:          stdlog.New(logWriter{s.log}, "", 0),
 	}
 	return s, nil
@@ -210,6 +212,7 @@ func (l *trackingListener) Accept() (net.Conn, error) {
 		return nil, err
 	}
 	tc := &trackedConn{Conn: c, s: l.s}
+	tc.alive, tc.gone = context.WithCancel(l.s.ctx)
 	l.s.mu.Lock()
 	closed := l.s.closed
 	if !closed {
@@ -223,11 +226,41 @@ func (l *trackingListener) Accept() (net.Conn, error) {
 	return tc, nil
 }
 
-// trackedConn forgets itself when closed.
+// trackedConn forgets itself when closed, and ends its requests' context when the
+// client goes away: once a stream is upgraded, net/http no longer watches the
+// connection, so an exec whose process closed its output and runs on would
+// otherwise hold its engine connection until the process exits.
 type trackedConn struct {
 	net.Conn
 	s    *Server
 	once sync.Once
+	// alive ends when the client goes away or the connection is closed; gone
+	// ends it.
+	alive context.Context
+	gone  context.CancelFunc
+}
+
+// connContext gives each accepted connection's requests, upgraded streams
+// included, a context that also ends when the client goes away (see
+// trackedConn.Read) or the connection is closed.
+func connContext(ctx context.Context, c net.Conn) context.Context {
+	tc, ok := c.(*trackedConn)
+	if !ok {
+		return ctx
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	context.AfterFunc(tc.alive, cancel)
+	return ctx
+}
+
+// Read reports the client gone on any error but an expired deadline, which net/http
+// sets to stop its own background reads.
+func (c *trackedConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+		c.gone()
+	}
+	return n, err
 }
 
 func (c *trackedConn) Close() error {
@@ -235,6 +268,7 @@ func (c *trackedConn) Close() error {
 		c.s.mu.Lock()
 		delete(c.s.conns, c)
 		c.s.mu.Unlock()
+		c.gone()
 	})
 	return c.Conn.Close()
 }

@@ -359,6 +359,36 @@ func TestServerClose(t *testing.T) {
 	assert.Assert(t, errors.Is(err, cerrdefs.ErrUnavailable), "got %v", err)
 }
 
+// TestServerExecEndsWhenClientGoes checks that an exec whose command keeps running
+// without output ends (its engine call's context is cancelled) once its client
+// closes the connection: net/http stops watching an upgraded connection, so
+// without the server's own watch each abandoned probe would leave an engine
+// connection behind.
+func TestServerExecEndsWhenClientGoes(t *testing.T) {
+	engine := newEngine(t)
+	addContainer(t, engine, "c1", docker.StateRunning, 1)
+	s := newTestServer(t, engine)
+	execActive := func(want int) poll.Check {
+		return func(poll.LogT) poll.Result {
+			if n := engine.Active("Exec"); n != want {
+				return poll.Continue("%d execs running, want %d", n, want)
+			}
+			return poll.Success()
+		}
+	}
+
+	resp, err := s.GetExec(&runtimeapi.ExecRequest{ContainerId: "c1", Cmd: []string{"sleep"}, Stdout: true})
+	assert.NilError(t, err)
+	conn, err := dialSPDY(t, resp.GetUrl(), remotecommand.StreamProtocolV4Name)
+	assert.NilError(t, err)
+	createStream(t, conn, remotecommand.StreamType, remotecommand.StreamTypeError)
+	createStream(t, conn, remotecommand.StreamType, remotecommand.StreamTypeStdout)
+	poll.WaitOn(t, execActive(1), poll.WithTimeout(10*time.Second), poll.WithDelay(5*time.Millisecond))
+
+	assert.NilError(t, conn.Close())
+	poll.WaitOn(t, execActive(0), poll.WithTimeout(10*time.Second), poll.WithDelay(5*time.Millisecond))
+}
+
 func TestCloseWithoutServe(t *testing.T) {
 	s, err := New(Config{Addr: "127.0.0.1"}, newEngine(t), nil)
 	assert.NilError(t, err)
