@@ -249,6 +249,14 @@ func startShimOn(t testing.TB, endpoint string, flags ...string) *shim {
 // serve on the same socket path; it is stopped with SIGTERM when the test ends.
 func startBinary(t testing.TB, binary, sockDir string, flags ...string) *shim {
 	t.Helper()
+	s := launchBinary(t, binary, sockDir, flags...)
+	s.waitServing(t)
+	return s
+}
+
+// launchBinary is startBinary without waiting until the binary serves.
+func launchBinary(t testing.TB, binary, sockDir string, flags ...string) *shim {
+	t.Helper()
 	dir, err := os.MkdirTemp("", "shim")
 	assert.NilError(t, err)
 	if sockDir == "" {
@@ -284,7 +292,6 @@ func startBinary(t testing.TB, binary, sockDir string, flags ...string) *shim {
 	assert.NilError(t, err)
 	t.Cleanup(func() { _ = conn.Close() })
 	s.rt, s.img = runtimeapi.NewRuntimeServiceClient(conn), runtimeapi.NewImageServiceClient(conn)
-	s.waitServing(t)
 	return s
 }
 

@@ -3,7 +3,12 @@
 package e2e
 
 import (
+	"archive/tar"
+	"bytes"
 	"context"
+	crand "crypto/rand"
+	"io"
+	mrand "math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,6 +20,7 @@ import (
 
 	"gotest.tools/v3/assert"
 	"gotest.tools/v3/poll"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
 // TestPinsFileReloadOnSIGHUP edits the pins file under a client that lists images in
@@ -86,4 +92,64 @@ func TestPinsFileReloadOnSIGHUP(t *testing.T) {
 	wg.Wait()
 	assert.Equal(t, failures.Load(), int64(0), "first failure: %v", firstErr.Load())
 	t.Logf("ListImages calls during reloads: %d, failed: %d", calls.Load(), failures.Load())
+}
+
+// TestSIGHUPDuringStartup sends SIGHUP (systemd's ExecReload) every few milliseconds
+// from the binary's first log line until it serves, through the load of a large
+// preload archive: the process must survive (SIGHUP's default action would kill it),
+// load and pin the archive's image, and apply the reloads once it serves.
+func TestSIGHUPDuringStartup(t *testing.T) {
+	dir := t.TempDir()
+	const tag = "e2e/sighup-preload:1"
+	_, err := dockerErr(bigRootfsTar(t, 256<<20), "import", "-", tag)
+	assert.NilError(t, err)
+	id := imageID(t, tag)
+	removeAtEnd(t, id)
+	docker(t, "save", "-o", filepath.Join(dir, "big.tar"), tag)
+	docker(t, "rmi", tag)
+	pins := filepath.Join(t.TempDir(), "pins")
+	assert.NilError(t, os.WriteFile(pins, []byte("e2e/sighup-none\n"), 0o644))
+
+	s := launchBinary(t, env.binary, "", "--preload-images-dir", dir, "--pinned-images-file", pins)
+	var sent, duringPreload int
+	for {
+		log := s.log(t)
+		if strings.Contains(log, "starting cri-dockerd") {
+			if _, err := s.rt.Version(context.Background(), &runtimeapi.VersionRequest{}); err == nil {
+				break
+			}
+			assert.Assert(t, s.cmd.ProcessState == nil && s.cmd.Process.Signal(syscall.Signal(0)) == nil,
+				"cri-dockerd died after %d SIGHUPs during its start-up", sent)
+			s.signal(t, syscall.SIGHUP)
+			sent++
+			if !strings.Contains(log, "preload: loaded and pinned") {
+				duringPreload++
+			}
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Logf("%d SIGHUPs sent during start-up, %d of them before the preload was done", sent, duringPreload)
+	assert.Assert(t, duringPreload > 0, "no SIGHUP reached the process while it loaded the archive")
+	waitListPinned(t, s, id, true)
+	poll.WaitOn(t, func(poll.LogT) poll.Result {
+		if !strings.Contains(s.log(t), "SIGHUP: pins reloaded") {
+			return poll.Continue("the SIGHUPs received during start-up are not applied yet")
+		}
+		return poll.Success()
+	}, poll.WithTimeout(30*time.Second), poll.WithDelay(50*time.Millisecond))
+}
+
+// bigRootfsTar is a tar holding one file of size bytes of random data (so that the
+// engine cannot compress it away), for an image that takes a while to load.
+func bigRootfsTar(t testing.TB, size int) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	assert.NilError(t, tw.WriteHeader(&tar.Header{Name: "blob", Mode: 0o644, Size: int64(size)}))
+	var seed [32]byte
+	_, _ = crand.Read(seed[:])
+	_, err := io.CopyN(tw, mrand.NewChaCha8(seed), int64(size))
+	assert.NilError(t, err)
+	assert.NilError(t, tw.Close())
+	return buf.Bytes()
 }

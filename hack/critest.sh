@@ -215,8 +215,9 @@ stop() {
 }
 
 case ${1:-} in
-  build | images | all | stop) (($# == 1)) || usage; "$1" ;;
-  bench) (($# == 1)) || usage; CRITEST_BENCH=1 all ;;
-  run) shift; run "$@" ;;
+  build | images) (($# == 1)) || usage; "$1" ;;
+  all | stop) (($# == 1)) || usage; hold_e2e_lock; "$1" ;;
+  bench) (($# == 1)) || usage; hold_e2e_lock; CRITEST_BENCH=1 all ;;
+  run) shift; hold_e2e_lock; run "$@" ;;
   *) usage ;;
 esac

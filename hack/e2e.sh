@@ -18,6 +18,7 @@ hack/install-tools.sh crictl registry >/dev/null
 UPSTREAM_CRI_DOCKERD_BIN=$(hack/install-upstream.sh | tail -n1)
 export UPSTREAM_CRI_DOCKERD_BIN
 
+hold_e2e_lock
 failed=()
 for store in $stores; do
   log "e2e: image store $store"

@@ -58,8 +58,48 @@ spawn() {
   local pidfile=$1 logfile=$2
   shift 2
   # shellcheck disable=SC2016 # $$ and $@ are for the inner shell
-  setsid bash -c '[[ -z $1 ]] || echo $$ >"$1"; shift; exec "$@"' spawn "$pidfile" "$@" \
-    >>"$logfile" 2>&1 </dev/null &
+  if [[ -n ${DOCKPIN_E2E_LOCK_FD:-} ]]; then
+    setsid bash -c '[[ -z $1 ]] || echo $$ >"$1"; shift; exec "$@"' spawn "$pidfile" "$@" \
+      >>"$logfile" 2>&1 </dev/null {DOCKPIN_E2E_LOCK_FD}>&- &
+  else
+    setsid bash -c '[[ -z $1 ]] || echo $$ >"$1"; shift; exec "$@"' spawn "$pidfile" "$@" \
+      >>"$logfile" 2>&1 </dev/null &
+  fi
+}
+
+# hold_e2e_lock — take /tmp/dockpin-e2e.lock (DOCKPIN_E2E_LOCK) for the rest of the calling script: the
+# scripts that use the one test engine stack and CNI bridge (e2e, node-e2e, critest) run one at a time.
+# Waits, saying so, while another run holds it; a no-op when an ancestor holds it already (`flock LOCK make
+# e2e`, patches-check.sh) or this process took it before. Daemons started with spawn do not keep it.
+hold_e2e_lock() {
+  local lock=${DOCKPIN_E2E_LOCK:-/tmp/dockpin-e2e.lock}
+  [[ -z ${DOCKPIN_E2E_LOCK_FD:-} ]] || return 0
+  exec {DOCKPIN_E2E_LOCK_FD}>>"$lock"
+  if ! flock -n "$DOCKPIN_E2E_LOCK_FD"; then
+    if lock_held_by_ancestor "$lock"; then
+      exec {DOCKPIN_E2E_LOCK_FD}>&-
+      unset DOCKPIN_E2E_LOCK_FD
+      return 0
+    fi
+    log "waiting for $lock: another e2e, node-e2e or critest run uses the test engine"
+    flock "$DOCKPIN_E2E_LOCK_FD"
+  fi
+  export DOCKPIN_E2E_LOCK_FD
+}
+
+# lock_held_by_ancestor FILE — a flock on FILE (as /proc/locks shows it) is held by this process or one of its
+# ancestors.
+lock_held_by_ancestor() {
+  local inode holders pid
+  inode=$(stat -c %i "$1") || return 1
+  holders=$(awk -v ino="$inode" '$2 == "FLOCK" { n = split($6, f, ":"); if (f[n] == ino) print $5 }' /proc/locks)
+  [[ -n $holders ]] || return 1
+  pid=$$
+  while ((pid > 1)); do
+    grep -qx "$pid" <<<"$holders" && return 0
+    pid=$(awk '{ print $4 }' "/proc/$pid/stat" 2>/dev/null) || return 1
+  done
+  return 1
 }
 
 # pid_gone PID — the process has exited (a zombie waiting to be reaped counts as gone).
