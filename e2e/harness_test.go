@@ -229,20 +229,6 @@ func startShimBin(t testing.TB, binary string, flags ...string) *shim {
 	return startBinary(t, binary, "", flags...)
 }
 
-// startShimOn is startShim serving endpoint (a unix socket named cri.sock, as startShim
-// makes them; "": a socket in its own temporary directory), so that a restarted binary
-// serves its clients (kubelet) on the socket they know.
-func startShimOn(t testing.TB, endpoint string, flags ...string) *shim {
-	t.Helper()
-	sockDir := ""
-	if endpoint != "" {
-		path := strings.TrimPrefix(endpoint, "unix://")
-		assert.Assert(t, filepath.Base(path) == "cri.sock", "endpoint %s", endpoint)
-		sockDir = filepath.Dir(path)
-	}
-	return startBinary(t, env.binary, sockDir, flags...)
-}
-
 // startBinary starts a cri-dockerd binary (ours or upstream's, which take the same
 // flags) against the test engine with extra flags, serving on cri.sock in sockDir (a
 // directory of its own when ""), so that a binary started after another stopped can

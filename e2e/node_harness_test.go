@@ -45,16 +45,18 @@ func requireNode(t *testing.T) {
 
 // nodeOpts are what a test changes in a node.
 type nodeOpts struct {
+	binary        string   // the cri-dockerd binary kubelet starts on ("": ours; upstream's takes the same flags)
 	shimFlags     []string // more flags for our binary
 	kubeletConfig string   // YAML lines appended to the KubeletConfiguration
 	kubeletArgs   string   // more kubelet flags
 }
 
-// node is our binary (CNI pods) and kubelet on its socket.
+// node is a cri-dockerd binary (ours unless opts.binary; CNI pods) and kubelet on its socket.
 type node struct {
 	t        *testing.T // the test that started it (its cleanups outlive subtests)
 	opts     nodeOpts
 	pn       podNet
+	sockDir  string // the CRI socket's directory (the socket is cri.sock)
 	endpoint string
 	shimArgs []string
 	shim     *shim
@@ -68,12 +70,14 @@ func startNode(t *testing.T, opts nodeOpts) *node {
 	t.Helper()
 	requireNode(t)
 	pauseImage(t)
-	n := &node{t: t, opts: opts, pn: newPodNet(t), dir: t.TempDir()}
-	sockDir := t.TempDir()
-	n.endpoint = "unix://" + filepath.Join(sockDir, "cri.sock")
+	if opts.binary == "" {
+		opts.binary = env.binary
+	}
+	n := &node{t: t, opts: opts, pn: newPodNet(t), dir: t.TempDir(), sockDir: t.TempDir()}
+	n.endpoint = "unix://" + filepath.Join(n.sockDir, "cri.sock")
 	n.shimArgs = append(n.pn.flags(filepath.Join(t.TempDir(), "root")), "--log-level", "info")
 	n.shimArgs = append(n.shimArgs, opts.shimFlags...)
-	n.shim = startShimOn(t, n.endpoint, n.shimArgs...)
+	n.shim = startBinary(t, opts.binary, n.sockDir, n.shimArgs...)
 	n.client = &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
 		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, // kubelet's self-signed serving cert, on loopback
 	}}
@@ -113,18 +117,26 @@ func (n *node) stopKubelet(t *testing.T) {
 	assert.NilError(t, err)
 }
 
-// restartShim stops our binary (SIGTERM, or SIGKILL when kill) and starts it again on the same socket
-// and root, under the running kubelet.
+// restartShim stops the node's binary (SIGTERM, or SIGKILL when kill) and starts it again on the
+// same socket and root, under the running kubelet.
 func (n *node) restartShim(t *testing.T, kill bool) {
+	t.Helper()
+	n.replaceShim(t, n.opts.binary, kill)
+}
+
+// replaceShim stops the node's binary (SIGTERM, or SIGKILL when kill) and starts binary in its
+// place: the same socket, root directory, CNI directories and flags, under the running kubelet.
+func (n *node) replaceShim(t *testing.T, binary string, kill bool) {
 	t.Helper()
 	if kill {
 		n.shim.kill(t)
 	} else {
 		n.shim.stop(t)
 	}
+	n.opts.binary = binary
 	// Started for the whole test, not the subtest that restarts it; its cleanup runs before the
 	// node's first one, so the node is taken down before it too.
-	n.shim = startShimOn(n.t, n.endpoint, n.shimArgs...)
+	n.shim = startBinary(n.t, binary, n.sockDir, n.shimArgs...)
 	n.t.Cleanup(func() { n.down(n.t) })
 }
 
@@ -199,6 +211,11 @@ func counterContainer(name string) map[string]any {
 
 // podName is kubelet's name for the static pod of manifest name.
 func podName(name string) string { return name + "-" + nodeName }
+
+// podLog is kubelet's log file of a container's attempt in static pod name.
+func (n *node) podLog(name, uid, container string, attempt int) string {
+	return filepath.Join(n.dir, "pod-logs", fmt.Sprintf("%s_%s_%s", nodeNS, podName(name), uid), container, fmt.Sprintf("%d.log", attempt))
+}
 
 // sandboxes lists the sandboxes of static pod name ("": all), only ready ones when ready.
 func (n *node) sandboxes(t *testing.T, name string, ready bool) []*runtimeapi.PodSandbox {

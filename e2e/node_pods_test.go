@@ -38,7 +38,7 @@ func TestNodePods(t *testing.T) {
 		assert.Check(t, is.Equal(p.sandbox.GetMetadata().GetNamespace(), nodeNS))
 
 		// kubelet's log file, written by our binary in kubelet's pod log directory.
-		logFile := filepath.Join(n.dir, "pod-logs", fmt.Sprintf("%s_%s_%s", nodeNS, podName("counter"), uid), "counter", "0.log")
+		logFile := n.podLog("counter", uid, "counter", 0)
 		waitLogLines(t, logFile, 5)
 		first := checkCountedLog(t, logFile)
 		poll.WaitOn(t, func(poll.LogT) poll.Result {
@@ -194,6 +194,7 @@ type podStatusJSON struct {
 	} `json:"metadata"`
 	Status struct {
 		Phase             string            `json:"phase"`
+		PodIP             string            `json:"podIP"`
 		ContainerStatuses []containerStatus `json:"containerStatuses"`
 	} `json:"status"`
 }
@@ -207,8 +208,8 @@ type containerStatus struct {
 	} `json:"state"`
 }
 
-// kubeletStatuses returns kubelet's container statuses of static pod name, by container.
-func (n *node) kubeletStatuses(t *testing.T, name string) map[string]containerStatus {
+// kubeletPod returns kubelet's status of static pod name (zero when /pods does not list it).
+func (n *node) kubeletPod(t *testing.T, name string) podStatusJSON {
 	t.Helper()
 	code, body := n.get(t, "/pods")
 	assert.Equal(t, code, 200, "%s", body)
@@ -216,13 +217,20 @@ func (n *node) kubeletStatuses(t *testing.T, name string) map[string]containerSt
 		Items []podStatusJSON `json:"items"`
 	}
 	assert.NilError(t, json.Unmarshal(body, &list))
-	out := map[string]containerStatus{}
 	for _, p := range list.Items {
 		if p.Metadata.Name == podName(name) {
-			for _, c := range p.Status.ContainerStatuses {
-				out[c.Name] = c
-			}
+			return p
 		}
+	}
+	return podStatusJSON{}
+}
+
+// kubeletStatuses returns kubelet's container statuses of static pod name, by container.
+func (n *node) kubeletStatuses(t *testing.T, name string) map[string]containerStatus {
+	t.Helper()
+	out := map[string]containerStatus{}
+	for _, c := range n.kubeletPod(t, name).Status.ContainerStatuses {
+		out[c.Name] = c
 	}
 	return out
 }
@@ -309,11 +317,11 @@ func TestNodeProbesAndRestarts(t *testing.T) {
 			}
 			return poll.Success()
 		}, poll.WithTimeout(90*time.Second), poll.WithDelay(500*time.Millisecond))
-		logDir := filepath.Join(n.dir, "pod-logs", fmt.Sprintf("%s_%s_%s", nodeNS, podName("victim"), v.sandbox.GetMetadata().GetUid()), "victim")
-		waitLogLines(t, filepath.Join(logDir, "1.log"), 3)
-		assert.Check(t, checkCountedLog(t, filepath.Join(logDir, "0.log")) > 0)
-		assert.Check(t, checkCountedLog(t, filepath.Join(logDir, "1.log")) > 0)
-		entries, _ := os.ReadDir(logDir)
+		uid := v.sandbox.GetMetadata().GetUid()
+		waitLogLines(t, n.podLog("victim", uid, "victim", 1), 3)
+		assert.Check(t, checkCountedLog(t, n.podLog("victim", uid, "victim", 0)) > 0)
+		assert.Check(t, checkCountedLog(t, n.podLog("victim", uid, "victim", 1)) > 0)
+		entries, _ := os.ReadDir(filepath.Dir(n.podLog("victim", uid, "victim", 0)))
 		t.Logf("log files after the restart: %v", entries)
 	})
 
