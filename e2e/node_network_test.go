@@ -27,6 +27,19 @@ func freePort(t *testing.T) int {
 	return port
 }
 
+// hasLocalAddr tells whether one of the node's interfaces has address ip (traffic to it stays here).
+func hasLocalAddr(t *testing.T, ip string) bool {
+	t.Helper()
+	addrs, err := net.InterfaceAddrs()
+	assert.NilError(t, err)
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && n.IP.Equal(net.ParseIP(ip)) {
+			return true
+		}
+	}
+	return false
+}
+
 // refused checks that nothing answers on addr yet (so that an answer later is the pod's).
 func refused(t *testing.T, addr string) {
 	t.Helper()
@@ -69,13 +82,10 @@ func TestNodeHostNetwork(t *testing.T) {
 	for podHostPort == hostPort {
 		podHostPort = freePort(t)
 	}
-	for _, addr := range []string{
-		net.JoinHostPort("127.0.0.1", strconv.Itoa(hostPort)),
-		net.JoinHostPort("127.0.0.1", strconv.Itoa(podHostPort)),
-		net.JoinHostPort(bridgeGateway, strconv.Itoa(podHostPort)),
-	} {
-		refused(t, addr)
-	}
+	// Nothing on the node listens on either port yet (on loopback only: the bridge may not exist
+	// before the first pod, and its address would then be routed off this machine).
+	refused(t, net.JoinHostPort("127.0.0.1", strconv.Itoa(hostPort)))
+	refused(t, net.JoinHostPort("127.0.0.1", strconv.Itoa(podHostPort)))
 	hostNet := staticPod("hostnet", httpdOn("httpd", hostPort, hostPort))
 	hostNet["spec"].(map[string]any)["hostNetwork"] = true
 	n.apply(t, hostNet)
@@ -104,8 +114,9 @@ func TestNodeHostNetwork(t *testing.T) {
 			runtimeapi.NamespaceMode_POD))
 		assert.Check(t, containerNetns(t, p.containers["httpd"].GetId()) != hostNS, "a CNI pod has a network namespace of its own")
 		waitHTTP(t, "http://"+net.JoinHostPort(p.ip, "8080")+"/")
-		// Nothing listened on these before the pod: the portmap plugin's DNAT leads them to it.
+		// Nothing listened on the port before the pod: the portmap plugin's DNAT leads it to the pod.
 		waitHTTP(t, fmt.Sprintf("http://127.0.0.1:%d/", podHostPort))
+		assert.Assert(t, hasLocalAddr(t, bridgeGateway), "the CNI bridge's address %s is not the node's", bridgeGateway)
 		waitHTTP(t, fmt.Sprintf("http://%s:%d/", bridgeGateway, podHostPort))
 	})
 }
