@@ -26,6 +26,7 @@ import (
 	"k8s.io/streaming/pkg/httpstream/spdy"
 
 	"github.com/dockpin/cri-dockerd/core/docker"
+	"github.com/dockpin/cri-dockerd/core/docker/dockertest"
 )
 
 // dialSPDY upgrades a request for streamURL to a SPDY connection speaking protocol,
@@ -328,18 +329,7 @@ func TestServerClose(t *testing.T) {
 	served := make(chan error, 1)
 	go func() { served <- s.Serve() }()
 
-	resp, err := s.GetExec(&runtimeapi.ExecRequest{ContainerId: "c1", Cmd: []string{"sleep"}, Stdout: true})
-	assert.NilError(t, err)
-	conn, err := dialSPDY(t, resp.GetUrl(), remotecommand.StreamProtocolV4Name)
-	assert.NilError(t, err)
-	createStream(t, conn, remotecommand.StreamType, remotecommand.StreamTypeError)
-	createStream(t, conn, remotecommand.StreamType, remotecommand.StreamTypeStdout)
-	poll.WaitOn(t, func(poll.LogT) poll.Result {
-		if engine.Active("Exec") == 1 {
-			return poll.Success()
-		}
-		return poll.Continue("exec not running yet")
-	}, poll.WithTimeout(10*time.Second), poll.WithDelay(5*time.Millisecond))
+	conn := startSleepingExec(t, s, engine)
 
 	assert.NilError(t, s.Close())
 	assert.NilError(t, <-served)
@@ -368,25 +358,35 @@ func TestServerExecEndsWhenClientGoes(t *testing.T) {
 	engine := newEngine(t)
 	addContainer(t, engine, "c1", docker.StateRunning, 1)
 	s := newTestServer(t, engine)
-	execActive := func(want int) poll.Check {
-		return func(poll.LogT) poll.Result {
-			if n := engine.Active("Exec"); n != want {
-				return poll.Continue("%d execs running, want %d", n, want)
-			}
-			return poll.Success()
-		}
-	}
+	conn := startSleepingExec(t, s, engine)
+	assert.NilError(t, conn.Close())
+	waitExecs(t, engine, 0)
+}
 
+// startSleepingExec opens an exec of "sleep" in container c1 (blocked until the
+// test ends or its context does) with the error and stdout streams, and waits
+// until the engine runs it.
+func startSleepingExec(t *testing.T, s *Server, engine *dockertest.Fake) httpstream.Connection {
+	t.Helper()
 	resp, err := s.GetExec(&runtimeapi.ExecRequest{ContainerId: "c1", Cmd: []string{"sleep"}, Stdout: true})
 	assert.NilError(t, err)
 	conn, err := dialSPDY(t, resp.GetUrl(), remotecommand.StreamProtocolV4Name)
 	assert.NilError(t, err)
 	createStream(t, conn, remotecommand.StreamType, remotecommand.StreamTypeError)
 	createStream(t, conn, remotecommand.StreamType, remotecommand.StreamTypeStdout)
-	poll.WaitOn(t, execActive(1), poll.WithTimeout(10*time.Second), poll.WithDelay(5*time.Millisecond))
+	waitExecs(t, engine, 1)
+	return conn
+}
 
-	assert.NilError(t, conn.Close())
-	poll.WaitOn(t, execActive(0), poll.WithTimeout(10*time.Second), poll.WithDelay(5*time.Millisecond))
+// waitExecs waits until the engine runs want execs.
+func waitExecs(t *testing.T, engine *dockertest.Fake, want int) {
+	t.Helper()
+	poll.WaitOn(t, func(poll.LogT) poll.Result {
+		if n := engine.Active("Exec"); n != want {
+			return poll.Continue("%d execs running, want %d", n, want)
+		}
+		return poll.Success()
+	}, poll.WithTimeout(10*time.Second), poll.WithDelay(5*time.Millisecond))
 }
 
 func TestCloseWithoutServe(t *testing.T) {
