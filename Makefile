@@ -82,6 +82,10 @@ verify: ## gofmt, go vet (also with -tags e2e), go mod tidy check, shellcheck, l
 	$(MAKE) lint
 	$(MAKE) govulncheck
 
+.PHONY: bench-lifecycle
+bench-lifecycle: build ## critest lifecycle latencies, ours beside upstream cri-dockerd, alternating runs, each store in E2E_STORES
+	E2E_STORES="$(E2E_STORES)" CRI_DOCKERD_BIN=$(CURDIR)/$(BIN) hack/bench-lifecycle.sh
+
 .PHONY: bench
 bench: build ## Go benchmarks (ListImages, pin matching) and e2e crictl timings with 1,000 images
 	go test -run '^$$' -bench . -benchmem -count=5 ./core/ ./pinning/

@@ -3,7 +3,9 @@
 # image names from a local registry through regproxy (its HTTP(S) proxy, loopback only; see hack/critest/).
 # Usage: hack/critest.sh build | images | run ENDPOINT [critest flags] | all | bench | stop
 #   all: the conformance suite (minus e2e/critest-skip.txt); bench: `critest -benchmark` with
-#   hack/critest/benchmark-params.yaml, summarised as per-operation medians.
+#   hack/critest/benchmark-params.yaml, summarised as per-operation medians, its data in CRITEST_BENCH_OUT
+#   (default $CRITEST_OUT/bench-$STORE) with ginkgo's JSON reports; CRITEST_BENCH_SKIP skips benchmarks
+#   (regex); CRITEST_BENCH_SCRATCH_RUNS=N runs the "start a container from scratch" spec N more times alone.
 # Env: STORE=classic|containerd, CRITEST_FOCUS (regex; "" = all), CRITEST_SKIP_FILE, CRITEST_STOP=1, CRI_DOCKERD_BIN;
 #   CRITEST_VIA_PROXY=1: critest talks to CRI_DOCKERD_BIN as the pin proxy (--pin-proxy-backend) in front of a
 #   backend, CRITEST_BACKEND_BIN (an unmodified cri-dockerd, say) or else CRI_DOCKERD_BIN with its pins off.
@@ -25,6 +27,9 @@ PROXY_PID=$REGISTRY_DIR/regproxy.pid
 SKIP_FILE=${CRITEST_SKIP_FILE:-$ROOT/e2e/critest-skip.txt} # /dev/null: skip nothing
 # The whole conformance suite; what cannot pass yet is in e2e/critest-skip.txt, with why.
 DEFAULT_FOCUS=''
+
+# Skips every benchmark but "start a container from scratch" (pod + container).
+BENCH_NOT_SCRATCH='operations on|listing Image'
 
 FAKE_REGISTRIES=(gcr.io registry.k8s.io k8s.gcr.io public.ecr.aws)
 
@@ -186,10 +191,18 @@ all() {
   CNI_DATA_DIR=$dir/ipam "$HACK_DIR/cni.sh" config "$dir/net.d"
   start_cri "$bin" "$dir"
   if [[ ${CRITEST_BENCH:-} == 1 ]]; then
-    local res=$CRITEST_OUT/bench-$STORE
+    local res=${CRITEST_BENCH_OUT:-$CRITEST_OUT/bench-$STORE} i
     rm -rf "$res" && mkdir -p "$res"
-    CRITEST_FOCUS=${CRITEST_FOCUS-} timed run "unix://$dir/cri-dockerd.sock" -benchmark \
-      -benchmarking-params-file="$HACK_DIR/critest/benchmark-params.yaml" -benchmarking-output-dir="$res" || rc=$?
+    # -benchmark adds the focus "benchmark" (every benchmark): they are narrowed by skipping.
+    local bench=(-benchmark -benchmarking-params-file="$HACK_DIR/critest/benchmark-params.yaml")
+    [[ -z ${CRITEST_BENCH_SKIP:-} ]] || bench+=(-ginkgo.skip="$CRITEST_BENCH_SKIP")
+    CRITEST_FOCUS=${CRITEST_FOCUS-} timed run "unix://$dir/cri-dockerd.sock" "${bench[@]}" \
+      -benchmarking-output-dir="$res" -ginkgo.json-report="$res/report.json" || rc=$?
+    # The "from scratch" spec measures one sample per run: more runs of it alone, each with its report.
+    for ((i = 1; rc == 0 && i <= ${CRITEST_BENCH_SCRATCH_RUNS:-0}; i++)); do
+      CRITEST_FOCUS= run "unix://$dir/cri-dockerd.sock" "${bench[@]}" -ginkgo.skip="$BENCH_NOT_SCRATCH" \
+        -ginkgo.json-report="$res/report-scratch-$i.json" >/dev/null || rc=$?
+    done
     bench_summary "$res"
   else
     timed run "unix://$dir/cri-dockerd.sock" || rc=$?

@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# hack/bench-lifecycle.sh — pod and container lifecycle latencies of our binary beside upstream cri-dockerd
+# (built from the snapshot by hack/install-upstream.sh) on the same engine: critest's lifecycle benchmarks
+# (`hack/critest.sh bench`, hack/critest/benchmark-params.yaml) for each store, the binaries alternating
+# (ours, upstream, ours, upstream, ...), then per operation the median and p90 of every sample of each
+# binary and the ratio of the medians, ours/upstream. "PodAndContainer" is critest's "start a container
+# from scratch": RunPodSandbox, ImageStatus, CreateContainer, StartContainer, StopPodSandbox and
+# RemovePodSandbox in a row, one sample per critest run (BENCH_SCRATCH_RUNS more runs of it alone).
+# Holds /tmp/dockpin-e2e.lock while it uses the engine, so that no other run disturbs the timings.
+# Env: CRI_DOCKERD_BIN (ours), UPSTREAM_CRI_DOCKERD_BIN, E2E_STORES (default: classic containerd),
+#   BENCH_RUNS (runs of each binary per store, default 2), BENCH_SCRATCH_RUNS (default 4),
+#   BENCH_OUT (results, default /tmp/dockpin-bench-lifecycle; the data of the last run is kept there).
+set -euo pipefail
+# shellcheck source=hack/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+ROOT=$(cd "$HACK_DIR/.." && pwd)
+: "${BENCH_RUNS:=2}" "${BENCH_SCRATCH_RUNS:=4}" "${BENCH_OUT:=/tmp/dockpin-bench-lifecycle}"
+OURS=${CRI_DOCKERD_BIN:-$ROOT/_output/cri-dockerd}
+STORES=${E2E_STORES:-classic containerd}
+# critest's lifecycle specs are the pod and container cycles and the start from scratch: not the images'.
+SKIP=Image
+
+[[ -x $OURS ]] || die "no $OURS (run make build, or set CRI_DOCKERD_BIN)"
+UPSTREAM=${UPSTREAM_CRI_DOCKERD_BIN:-$("$HACK_DIR/install-upstream.sh" | tail -n1)}
+ensure_apt jq
+
+# samples DIR... — every sample of the runs in DIRs as {op, ms}: critest's *_benchmark_data.json and the
+# "from scratch" measurement in ginkgo's JSON reports; ops are named by the CRI call they time.
+samples() {
+  local d f files=()
+  for d in "$@"; do
+    for f in "$d"/*_benchmark_data.json "$d"/report*.json; do [[ -e $f ]] && files+=("$f"); done
+  done
+  ((${#files[@]})) || { echo '[]'; return; }
+  jq -n '
+    {CreatePod: "RunPodSandbox", StatusPod: "PodSandboxStatus", StopPod: "StopPodSandbox", RemovePod: "RemovePodSandbox"} as $rpc |
+    [inputs |
+      if type == "object" and has("operationsNames") then
+        .operationsNames as $n | .datapoints[].operationsDurationsNs | to_entries[] |
+        {op: ($rpc[$n[.key]] // $n[.key]), ms: (.value / 1e6)}
+      else
+        .[]?.SpecReports[]?.ReportEntries[]? | select(.Name == "start-container-benchmark") |
+        .Value.AsJSON | fromjson | .Measurements[]? | select(.Name == "create PodSandbox and container") |
+        .Durations[] | {op: "PodAndContainer", ms: (. / 1e6)}
+      end]' "${files[@]}"
+}
+
+# table STORE — the per-operation table of a store's runs.
+table() {
+  local store=$1
+  jq -rn --arg store "$store" --argjson up "$(samples "$BENCH_OUT/$store"/upstream-*)" \
+    --argjson ours "$(samples "$BENCH_OUT/$store"/ours-*)" '
+    def q($p): sort as $v | $v[(($v | length) - 1) * $p | round];
+    def r: . * 10 | round / 10;
+    def stats($s; $op): [$s[] | select(.op == $op) | .ms] | if length == 0 then null else {n: length, med: q(0.5), p90: q(0.9)} end;
+    ["RunPodSandbox", "PodSandboxStatus", "StopPodSandbox", "RemovePodSandbox", "CreateContainer",
+     "StartContainer", "StatusContainer", "StopContainer", "RemoveContainer", "PodAndContainer"] as $ops |
+    "\($store) store: median (p90) in ms, n samples each",
+    "| op | upstream | ours | ours/upstream |", "|---|---|---|---|",
+    ($ops[] as $op | stats($up; $op) as $u | stats($ours; $op) as $o | select($u != null and $o != null) |
+      "| \($op) | \($u.med | r) (\($u.p90 | r)), n=\($u.n) | \($o.med | r) (\($o.p90 | r)), n=\($o.n) | \(($o.med / $u.med) * 100 | round / 100)x |")'
+}
+
+# run_one STORE WHO BIN I — one critest run; a failed one is retried once (a run elsewhere that does not
+# take the lock may have taken the shared CNI bridge away under it).
+run_one() {
+  local store=$1 who=$2 i=$4
+  clean "$store"
+  bench_one "$@" && return
+  log "bench-lifecycle: $store store, $who run $i failed: retrying once"
+  clean "$store"
+  bench_one "$@" || { tail -n 40 "$BENCH_OUT/$store/$who-$i.log" >&2; die "critest bench of $who failed ($store store)"; }
+}
+
+# clean STORE — removes the pods a failed run left in the store's critest engine, if it runs.
+clean() {
+  local docker=(docker -H "unix:///tmp/dockpin-critest-$1/docker.sock")
+  [[ -S /tmp/dockpin-critest-$1/docker.sock ]] && "${docker[@]}" info >/dev/null 2>&1 || return 0
+  "${docker[@]}" ps -aq --filter label=io.kubernetes.docker.type | xargs -r "${docker[@]}" rm -f >/dev/null
+}
+
+bench_one() { # bench_one STORE WHO BIN I
+  local store=$1 who=$2 bin=$3 i=$4
+  log "bench-lifecycle: $store store, $who run $i ($bin)"
+  STORE=$store CRI_DOCKERD_BIN=$bin CRITEST_OUT=$BENCH_OUT/critest CRITEST_BENCH_SKIP=$SKIP \
+    CRITEST_BENCH_OUT=$BENCH_OUT/$store/$who-$i CRITEST_BENCH_SCRATCH_RUNS=$BENCH_SCRATCH_RUNS \
+    "$HACK_DIR/critest.sh" bench >"$BENCH_OUT/$store/$who-$i.log" 2>&1
+}
+
+main() {
+  local start=$SECONDS waited store i
+  log "bench-lifecycle: waiting for /tmp/dockpin-e2e.lock"
+  exec 9>/tmp/dockpin-e2e.lock
+  flock 9
+  waited=$((SECONDS - start))
+  log "bench-lifecycle: got the lock after ${waited}s; ours: $OURS; upstream: $UPSTREAM"
+  for store in $STORES; do
+    rm -rf "${BENCH_OUT:?}/$store" && mkdir -p "$BENCH_OUT/$store"
+    for ((i = 1; i <= BENCH_RUNS; i++)); do
+      run_one "$store" ours "$OURS" "$i"
+      run_one "$store" upstream "$UPSTREAM" "$i"
+    done
+  done
+  CRITEST_OUT=$BENCH_OUT/critest "$HACK_DIR/critest.sh" stop >"$BENCH_OUT/stop.log" 2>&1 ||
+    { tail -n 20 "$BENCH_OUT/stop.log" >&2; die "critest stop failed"; }
+  flock -u 9
+  for store in $STORES; do
+    echo
+    table "$store"
+  done
+  log "bench-lifecycle: ${BENCH_RUNS} runs of each binary per store in $((SECONDS - start - waited))s under the lock"
+}
+
+case ${1:-} in
+  "") main ;;
+  table) shift; for s in ${*:-$STORES}; do table "$s"; done ;; # the tables of the last run's data
+  *) sed -n '2,12p' "${BASH_SOURCE[0]}" | cut -c3- >&2; exit 2 ;;
+esac
