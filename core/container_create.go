@@ -37,7 +37,7 @@ func (s *Service) CreateContainer(ctx context.Context, req *runtimeapi.CreateCon
 		return nil, fmt.Errorf("create container %s: %w", spec.Name, err)
 	}
 	if dir, p := sbCfg.GetLogDirectory(), cfg.GetLogPath(); dir != "" && p != "" && s.deps.Logs != nil {
-		if err := s.deps.Logs.Record(id, logs.LogFile{Dir: dir, Name: p}); err != nil {
+		if err := timed(ctx, "logs.record", func() error { return s.deps.Logs.Record(id, logs.LogFile{Dir: dir, Name: p}) }); err != nil {
 			if rmErr := ignoreNotFound(s.docker.RemoveContainer(ctx, id)); rmErr != nil {
 				s.logger(ctx).WithError(rmErr).WithField("container", id).Warn("cannot remove the container whose log cannot be recorded")
 			}

@@ -19,7 +19,7 @@ func (s *Service) StartContainer(ctx context.Context, req *runtimeapi.StartConta
 	}
 	if s.deps.Logs != nil {
 		if lf, ok := s.deps.Logs.Recorded(c.ID); ok {
-			if err := s.deps.Logs.Start(ctx, c.ID); err != nil {
+			if err := timed(ctx, "logs.start", func() error { return s.deps.Logs.Start(ctx, c.ID) }); err != nil {
 				return nil, fmt.Errorf("container %s started, but its log %s cannot be written: %w", c.ID, lf.Path(), err)
 			}
 		}

@@ -44,7 +44,7 @@ func (s *Service) RemovePodSandbox(ctx context.Context, req *runtimeapi.RemovePo
 	if err := ignoreNotFound(s.docker.RemoveContainer(ctx, sb.ID)); err != nil {
 		return nil, fmt.Errorf("remove pod sandbox %s: %w", sb.ID, err)
 	}
-	if err := s.deps.Checkpoints.Remove(sb.ID); err != nil {
+	if err := timed(ctx, "checkpoint.remove", func() error { return s.deps.Checkpoints.Remove(sb.ID) }); err != nil {
 		return nil, err
 	}
 	s.logger(ctx).WithField("sandbox", sb.ID).Info("pod sandbox removed")

@@ -48,7 +48,7 @@ func (s *Service) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandb
 		errs = append(errs, ignoreNotFound(s.docker.RemoveContainer(cctx, id)), s.deps.Checkpoints.Remove(id))
 		return joinErrs(errs...)
 	}
-	if err := s.deps.Checkpoints.Write(id, sandboxCheckpoint(cfg)); err != nil {
+	if err := timed(ctx, "checkpoint.write", func() error { return s.deps.Checkpoints.Write(id, sandboxCheckpoint(cfg)) }); err != nil {
 		return nil, undo(fmt.Errorf("checkpoint pod sandbox %s: %w", id, err))
 	}
 	if err := s.docker.StartContainer(ctx, id); err != nil {
@@ -59,7 +59,7 @@ func (s *Service) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandb
 		return nil, undo(fmt.Errorf("inspect pod sandbox %s: %w", id, err))
 	}
 	if dns := cfg.GetDnsConfig(); len(dns.GetServers())+len(dns.GetSearches())+len(dns.GetOptions()) > 0 {
-		if err := writeResolvConf(info.ResolvConfPath, dns); err != nil {
+		if err := timed(ctx, "resolvconf.write", func() error { return writeResolvConf(info.ResolvConfPath, dns) }); err != nil {
 			return nil, undo(err)
 		}
 	}

@@ -127,6 +127,14 @@ func New(cfg Config, deps Deps) *Service {
 	return &Service{docker: deps.Docker, pins: deps.Pins, cfg: cfg, deps: deps, log: logctx.OrDiscard(deps.Log), info: &infoCache{}}
 }
 
+// timed runs step as the phase name of the request in ctx (logctx.Time): the work
+// besides engine calls and CNI plugins (which time themselves) that a request waits
+// for, such as a checkpoint write.
+func timed(ctx context.Context, name string, step func() error) error {
+	defer logctx.Time(ctx, name)()
+	return step()
+}
+
 // logger returns the request's logger (method and request id), or the service's
 // when ctx carries none.
 func (s *Service) logger(ctx context.Context) logrus.FieldLogger {

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"slices"
+	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/versions"
@@ -24,7 +26,12 @@ var _ Client = (*SDKClient)(nil)
 // NewSDKClient returns a client for endpoint ("unix:///var/run/docker.sock",
 // "tcp://host:2375"); the API version is negotiated on first use.
 func NewSDKClient(endpoint string) (*SDKClient, error) {
-	opts := []client.Opt{client.WithAPIVersionNegotiation()}
+	// The SDK's own HTTP client, but one we hold, so that its transport can be timed.
+	hc := &http.Client{
+		Transport:     &http.Transport{MaxIdleConns: 6, IdleConnTimeout: 30 * time.Second},
+		CheckRedirect: client.CheckRedirect,
+	}
+	opts := []client.Opt{client.WithHTTPClient(hc), client.WithHost(client.DefaultDockerHost), client.WithAPIVersionNegotiation()}
 	if endpoint != "" {
 		opts = append(opts, client.WithHost(endpoint))
 	} else {
@@ -34,6 +41,9 @@ func NewSDKClient(endpoint string) (*SDKClient, error) {
 	if err != nil {
 		return nil, fmt.Errorf("docker endpoint %q: %w", endpoint, errors.Join(cerrdefs.ErrInvalidArgument, err))
 	}
+	// The SDK has wrapped the transport (its tracing) and kept the base one for its
+	// hijacked streams and Close: the timing goes around both.
+	hc.Transport = timedTransport{next: hc.Transport}
 	return &SDKClient{api: api, inContainer: processInContainer}, nil
 }
 

@@ -7,6 +7,7 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 
 	"github.com/dockpin/cri-dockerd/core/docker"
+	"github.com/dockpin/cri-dockerd/logctx"
 )
 
 // ListImages answers from the index when it is live, else (starting, fallback) from the engine.
@@ -25,6 +26,7 @@ func (c *Cache) InspectImage(ctx context.Context, ref string) (docker.Image, err
 	}
 	if f, ok := c.idx.resolve(ref); ok {
 		if f.inspected != nil {
+			logctx.Time(ctx, "imagecache.hit")() // an image check the engine did not have to answer
 			return *f.inspected, nil
 		}
 		ref = f.id // known from the list only: fetch its details once

@@ -124,7 +124,7 @@ func New(cfg Config, log logrus.FieldLogger) (*Manager, error) {
 	return &Manager{
 		cfg:      cfg,
 		log:      log,
-		cni:      libcni.NewCNIConfigWithCacheDir(cfg.BinDirs, cfg.CacheDir, nil),
+		cni:      libcni.NewCNIConfigWithCacheDir(cfg.BinDirs, cfg.CacheDir, newTimedExec()),
 		loopback: lo,
 		podCIDRs: cidrs,
 	}, nil

@@ -84,9 +84,15 @@ func (i *interceptor) serve(ctx context.Context, rpc string, bounded bool, call 
 		ctx, cancel = context.WithTimeout(ctx, i.timeout)
 		defer cancel()
 	}
+	ctx, phases := logctx.WithPhases(ctx)
 	start := time.Now()
 	err := recovered(log, rpc, func() error { return call(ctx) })
-	log = log.WithField("duration", time.Since(start).Round(time.Microsecond))
+	took := time.Since(start)
+	log = log.WithField("duration", took.Round(time.Microsecond))
+	if f := phases.Fields(); len(f) > 0 {
+		// Where the time went: engine calls, CNI plugins, file writes; t.rest is ours.
+		log.WithFields(f).WithField("t.rest", (took - phases.Total()).Round(time.Microsecond)).Debug("request phases")
+	}
 	if err != nil {
 		err = errgrpc.ToGRPC(err)
 		entry := log.WithField("code", status.Code(err)).WithError(err)

@@ -58,6 +58,32 @@ func TestInterceptorDeadlines(t *testing.T) {
 	assert.Check(t, !deadline("/runtime.v1.ImageService/PullImage"), "pulls are bounded by the progress deadline instead")
 }
 
+func TestInterceptorLogsPhasesAtDebug(t *testing.T) {
+	log, hook := logtest.NewNullLogger()
+	log.SetLevel(logrus.DebugLevel)
+	ic := &interceptor{log: log, timeout: time.Minute}
+	_, err := ic.unary(context.Background(), nil, &grpc.UnaryServerInfo{FullMethod: "/runtime.v1.RuntimeService/RunPodSandbox"},
+		func(ctx context.Context, _ any) (any, error) {
+			logctx.Time(ctx, "engine.containers.create")()
+			logctx.Time(ctx, "cni.bridge.add")()
+			return nil, nil
+		})
+	assert.NilError(t, err)
+	var phases *logrus.Entry
+	for _, e := range hook.AllEntries() {
+		if e.Message == "request phases" {
+			phases = e
+		}
+	}
+	assert.Assert(t, phases != nil, "no phases line")
+	assert.Equal(t, phases.Level, logrus.DebugLevel)
+	assert.Equal(t, phases.Data["rpc"], "RunPodSandbox")
+	for _, k := range []string{"t.engine.containers.create", "t.cni.bridge.add", "t.rest"} {
+		_, ok := phases.Data[k]
+		assert.Check(t, ok, "no field %s in %v", k, phases.Data)
+	}
+}
+
 func TestPolling(t *testing.T) {
 	for rpc, want := range map[string]bool{
 		"ListImages": true, "ImageStatus": true, "ImageFsInfo": true, "Version": true, "Status": true,
