@@ -4,6 +4,7 @@ import (
 	"context"
 	"strconv"
 	"strings"
+	"sync"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
@@ -20,6 +21,9 @@ type Network interface {
 	TearDown(ctx context.Context, pn network.PodNetwork) error
 	// PodNetworkStatus returns the addresses SetUp gave a sandbox.
 	PodNetworkStatus(ctx context.Context, sandboxID string) (network.Result, error)
+	// Attached tells whether an attachment of the sandbox is still recorded (libcni's
+	// cache), or cannot be known to be gone.
+	Attached(sandboxID string) bool
 	SetPodCIDR(cidr string) error
 }
 
@@ -112,4 +116,37 @@ func (s *Service) networkIPs(ctx context.Context, id string) ([]string, error) {
 		ips = append(ips, ip.String())
 	}
 	return ips, nil
+}
+
+// tornDown remembers the sandboxes whose network this process tore down. Once such a
+// sandbox's pause container is stopped too, another teardown (RemovePodSandbox after
+// StopPodSandbox, StopPodSandbox again) has nothing left to release unless an
+// attachment was recorded again since, and is skipped: a DEL runs every plugin of the
+// network. After a restart nothing is remembered, and every teardown runs in full.
+type tornDown struct {
+	mu  sync.Mutex
+	ids map[string]struct{}
+}
+
+func (t *tornDown) add(id string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.ids == nil {
+		t.ids = map[string]struct{}{}
+	}
+	t.ids[id] = struct{}{}
+}
+
+func (t *tornDown) has(id string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	_, ok := t.ids[id]
+	return ok
+}
+
+// forget drops a removed sandbox.
+func (t *tornDown) forget(id string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.ids, id)
 }

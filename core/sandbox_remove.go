@@ -16,6 +16,7 @@ func (s *Service) RemovePodSandbox(ctx context.Context, req *runtimeapi.RemovePo
 	id := req.GetPodSandboxId()
 	sb, err := s.sandboxInspect(ctx, id)
 	if cerrdefs.IsNotFound(err) {
+		s.tornDown.forget(id)
 		if err := s.tearDownOrphan(ctx, id); err != nil {
 			return nil, err
 		}
@@ -47,6 +48,7 @@ func (s *Service) RemovePodSandbox(ctx context.Context, req *runtimeapi.RemovePo
 	if err := timed(ctx, "checkpoint.remove", func() error { return s.deps.Checkpoints.Remove(sb.ID) }); err != nil {
 		return nil, err
 	}
+	s.tornDown.forget(sb.ID)
 	s.logger(ctx).WithField("sandbox", sb.ID).Info("pod sandbox removed")
 	return &runtimeapi.RemovePodSandboxResponse{}, nil
 }

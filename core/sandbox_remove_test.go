@@ -61,6 +61,32 @@ func TestRemovePodSandboxStopped(t *testing.T) {
 	}
 }
 
+func TestRemovePodSandboxSkipsTearDownDoneByStop(t *testing.T) {
+	env := newRTEnv(t)
+	sbID, cfg := env.webSandbox(t)
+	assert.NilError(t, stopSandbox(env, sbID))
+	assert.NilError(t, removeSandbox(env, sbID))
+	assert.Check(t, is.Len(env.net.TearDowns(), 1), "the stop's teardown released everything")
+	assert.Check(t, is.Len(env.engine.ContainerIDs(), 0))
+
+	// An attachment recorded again after the stop (another binary, say) is torn down.
+	sbID, _ = env.webSandbox(t)
+	assert.NilError(t, stopSandbox(env, sbID))
+	_, err := env.net.SetUp(context.Background(), podNetwork(sbID, 1, cfg.GetMetadata(), nil))
+	assert.NilError(t, err)
+	assert.NilError(t, removeSandbox(env, sbID))
+	tds := env.net.TearDowns()
+	assert.Check(t, is.Len(tds, 3))
+	assert.Check(t, !env.net.Attached(sbID))
+
+	// A sandbox whose pause container stopped on its own was not torn down: Remove does it.
+	sbID, _ = env.webSandbox(t)
+	assert.NilError(t, env.engine.StopContainer(context.Background(), sbID, 0))
+	assert.NilError(t, removeSandbox(env, sbID))
+	assert.Check(t, is.Len(env.net.TearDowns(), 4))
+	assert.Check(t, !env.net.Attached(sbID))
+}
+
 func TestRemovePodSandboxUnknown(t *testing.T) {
 	env := newRTEnv(t)
 	for _, sbID := range []string{"0123456789abcdef", "no/such/id", ".hidden"} {

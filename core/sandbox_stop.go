@@ -58,9 +58,15 @@ func (s *Service) stopSandboxContainers(ctx context.Context, sandboxID string) e
 	return nil
 }
 
-// tearDownSandbox tears down a sandbox's CNI network (idempotent).
+// tearDownSandbox tears down a sandbox's CNI network (idempotent). A stopped sandbox
+// whose network this process tore down already, and of which nothing is recorded
+// since, is not torn down again (see tornDown).
 func (s *Service) tearDownSandbox(ctx context.Context, sb docker.ContainerDetails) error {
 	if s.deps.Network == nil || sb.NetworkMode == modeHost {
+		return nil
+	}
+	if sb.State != docker.StateRunning && s.tornDown.has(sb.ID) && !s.deps.Network.Attached(sb.ID) {
+		s.logger(ctx).WithField("sandbox", sb.ID).Debug("pod network torn down already")
 		return nil
 	}
 	md, err := sandboxMetadata(sb.Container)
@@ -75,7 +81,11 @@ func (s *Service) tearDownSandbox(ctx context.Context, sb docker.ContainerDetail
 	if sb.State == docker.StateRunning {
 		pid = sb.Pid
 	}
-	return s.tearDownNetwork(ctx, sb.ID, pid, md, ports)
+	if err := s.tearDownNetwork(ctx, sb.ID, pid, md, ports); err != nil {
+		return err
+	}
+	s.tornDown.add(sb.ID)
+	return nil
 }
 
 // tearDownOrphan tears down the network of a sandbox whose container is gone but

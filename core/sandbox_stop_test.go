@@ -61,8 +61,14 @@ func TestStopPodSandbox(t *testing.T) {
 	assert.NilError(t, err)
 	assert.Equal(t, st.Status.State, runtimeapi.PodSandboxState_SANDBOX_NOTREADY)
 
-	// Again: success, and the network is torn down without a namespace.
+	// Again: success, and the network this process tore down is not torn down again.
 	assert.NilError(t, stopSandbox(env, sbID))
+	assert.Check(t, is.Len(env.net.TearDowns(), 1))
+
+	// A restarted shim does not know that: it tears down again, without a namespace.
+	restarted := New(env.svc.cfg, env.svc.deps)
+	_, err = restarted.StopPodSandbox(context.Background(), &runtimeapi.StopPodSandboxRequest{PodSandboxId: sbID})
+	assert.NilError(t, err)
 	tds := env.net.TearDowns()
 	assert.Assert(t, is.Len(tds, 2))
 	assert.Equal(t, tds[1].NetNS, "")

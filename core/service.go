@@ -120,11 +120,13 @@ type Service struct {
 	deps   Deps
 	log    logrus.FieldLogger
 	info   *infoCache // the engine's /info, reused briefly (engineInfo)
+	// tornDown are the sandboxes whose network this process tore down.
+	tornDown *tornDown
 }
 
 // New returns a Service with the settings cfg over the parts deps.
 func New(cfg Config, deps Deps) *Service {
-	return &Service{docker: deps.Docker, pins: deps.Pins, cfg: cfg, deps: deps, log: logctx.OrDiscard(deps.Log), info: &infoCache{}}
+	return &Service{docker: deps.Docker, pins: deps.Pins, cfg: cfg, deps: deps, log: logctx.OrDiscard(deps.Log), info: &infoCache{}, tornDown: &tornDown{}}
 }
 
 // timed runs step as the phase name of the request in ctx (logctx.Time): the work

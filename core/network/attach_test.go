@@ -13,6 +13,8 @@ import (
 	cnitypes "github.com/containernetworking/cni/pkg/types"
 	"gotest.tools/v3/assert"
 	is "gotest.tools/v3/assert/cmp"
+
+	"github.com/dockpin/cri-dockerd/logctx"
 )
 
 func testPod(t *testing.T, id string) PodNetwork {
@@ -65,8 +67,10 @@ func TestSetUpAndTearDown(t *testing.T) {
 	ctx := context.Background()
 	pn := testPod(t, "sandbox1")
 
+	assert.Check(t, !m.Attached("sandbox1"))
 	res, err := m.SetUp(ctx, pn)
 	assert.NilError(t, err)
+	assert.Check(t, m.Attached("sandbox1"))
 	// eth0's addresses, IPv4 first; the host bridge's address is not the pod's.
 	assert.DeepEqual(t, res, Result{IPs: ips("10.22.0.5", "fd00::5"), Interface: "eth0"})
 
@@ -113,6 +117,7 @@ func TestSetUpAndTearDown(t *testing.T) {
 
 	_, err = m.PodNetworkStatus(ctx, "sandbox1")
 	assert.Check(t, cerrdefs.IsNotFound(err), "%v", err)
+	assert.Check(t, !m.Attached("sandbox1"), "torn down: nothing recorded")
 
 	// A second TearDown succeeds, with the current configuration (nothing is cached).
 	e.resetCalls(t)
@@ -344,4 +349,19 @@ func TestSetUpPassesPodCIDRAndInjectedSettings(t *testing.T) {
 		`{"ipRanges":[[{"subnet":"10.244.1.0/24"}],[{"subnet":"fd00:244::/64"}]]}`))
 	assert.Check(t, is.Equal(calls[1].Stdin["mtu"], float64(1400)))
 	assert.Check(t, is.Equal(calls[1].Stdin["hairpinMode"], true))
+}
+
+func TestPluginRunsAreRequestPhases(t *testing.T) {
+	e := newListEnv(t)
+	m := e.manager(t)
+	ctx, phases := logctx.WithPhases(context.Background())
+	pn := testPod(t, "sandbox1")
+	_, err := m.SetUp(ctx, pn)
+	assert.NilError(t, err)
+	assert.NilError(t, m.TearDown(ctx, pn))
+	f := phases.Fields()
+	for _, k := range []string{"t.cni.loopback.add", "t.cni.bridge.add", "t.cni.portmap.add", "t.cni.bridge.del", "t.cni.loopback.del"} {
+		_, ok := f[k]
+		assert.Check(t, ok, "no phase %s in %v", k, f)
+	}
 }

@@ -135,3 +135,10 @@ func toResult(res cnitypes.Result) (Result, error) {
 	sort.SliceStable(mine, func(i, j int) bool { return mine[i].To4() != nil && mine[j].To4() == nil })
 	return Result{IPs: mine, Interface: PodInterface}, nil
 }
+
+// Attached tells whether libcni's cache records an attachment of the sandbox, its
+// pod network's or its loopback's; true when the cache cannot be read.
+func (m *Manager) Attached(sandboxID string) bool {
+	all, err := m.cni.GetCachedAttachments(sandboxID)
+	return err != nil || len(all) > 0
+}
