@@ -9,7 +9,10 @@
 # Holds /tmp/dockpin-e2e.lock while it uses the engine, so that no other run disturbs the timings.
 # Env: CRI_DOCKERD_BIN (ours), UPSTREAM_CRI_DOCKERD_BIN, E2E_STORES (default: classic containerd),
 #   BENCH_RUNS (runs of each binary per store, default 2), BENCH_SCRATCH_RUNS (default 4),
-#   BENCH_OUT (results, default /tmp/dockpin-bench-lifecycle; the data of the last run is kept there).
+#   BENCH_OUT (results, default /tmp/dockpin-bench-lifecycle; the data of the last run is kept there),
+#   BENCH_BASELINE_BIN (a third binary in the rotation, say ours before a change: a "baseline" column),
+#   BENCH_OURS_ARGS (more flags for ours and the baseline, e.g. --log-level debug for the phase timings
+#   in $BENCH_OUT/STORE/ours-N.cri.log).
 set -euo pipefail
 # shellcheck source=hack/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -50,16 +53,19 @@ samples() {
 table() {
   local store=$1
   jq -rn --arg store "$store" --argjson up "$(samples "$BENCH_OUT/$store"/upstream-*)" \
-    --argjson ours "$(samples "$BENCH_OUT/$store"/ours-*)" '
+    --argjson ours "$(samples "$BENCH_OUT/$store"/ours-*)" --argjson base "$(samples "$BENCH_OUT/$store"/baseline-*)" '
     def q($p): sort as $v | $v[(($v | length) - 1) * $p | round];
     def r: . * 10 | round / 10;
     def stats($s; $op): [$s[] | select(.op == $op) | .ms] | if length == 0 then null else {n: length, med: q(0.5), p90: q(0.9)} end;
     ["RunPodSandbox", "PodSandboxStatus", "StopPodSandbox", "RemovePodSandbox", "CreateContainer",
      "StartContainer", "StatusContainer", "StopContainer", "RemoveContainer", "PodAndContainer"] as $ops |
-    "\($store) store: median (p90) in ms, n samples each",
-    "| op | upstream | ours | ours/upstream |", "|---|---|---|---|",
+    def cell($s): if $s == null then "-" else "\($s.med | r) (\($s.p90 | r))" end;
+    ($base | length > 0) as $b |
+    "\($store) store: median (p90) in ms",
+    "| op | n | upstream |\(if $b then " baseline |" else "" end) ours | ours/upstream |",
+    "|---|---|---|\(if $b then "---|" else "" end)---|---|",
     ($ops[] as $op | stats($up; $op) as $u | stats($ours; $op) as $o | select($u != null and $o != null) |
-      "| \($op) | \($u.med | r) (\($u.p90 | r)), n=\($u.n) | \($o.med | r) (\($o.p90 | r)), n=\($o.n) | \(($o.med / $u.med) * 100 | round / 100)x |")'
+      "| \($op) | \($o.n) | \(cell($u)) |\(if $b then " \(cell(stats($base; $op))) |" else "" end) \(cell($o)) | \(($o.med / $u.med) * 100 | round / 100)x |")'
 }
 
 # run_one STORE WHO BIN I — one critest run; a failed one is retried once (a run elsewhere that does not
@@ -77,33 +83,44 @@ run_one() {
 clean() {
   local docker=(docker -H "unix:///tmp/dockpin-critest-$1/docker.sock")
   [[ -S /tmp/dockpin-critest-$1/docker.sock ]] && "${docker[@]}" info >/dev/null 2>&1 || return 0
-  "${docker[@]}" ps -aq --filter label=io.kubernetes.docker.type | xargs -r "${docker[@]}" rm -f >/dev/null
+  "${docker[@]}" ps -aq --filter label=io.kubernetes.docker.type | xargs -r "${docker[@]}" rm -f >/dev/null 9>&-
 }
 
 bench_one() { # bench_one STORE WHO BIN I
-  local store=$1 who=$2 bin=$3 i=$4
+  local store=$1 who=$2 bin=$3 i=$4 args=${BENCH_OURS_ARGS:-} rc=0
+  [[ $who != upstream ]] || args=
   log "bench-lifecycle: $store store, $who run $i ($bin)"
-  STORE=$store CRI_DOCKERD_BIN=$bin CRITEST_OUT=$BENCH_OUT/critest CRITEST_BENCH_SKIP=$SKIP \
+  CRITEST_CRI_ARGS=$args STORE=$store CRI_DOCKERD_BIN=$bin CRITEST_OUT=$BENCH_OUT/critest CRITEST_BENCH_SKIP=$SKIP \
     CRITEST_BENCH_OUT=$BENCH_OUT/$store/$who-$i CRITEST_BENCH_SCRATCH_RUNS=$BENCH_SCRATCH_RUNS \
-    "$HACK_DIR/critest.sh" bench >"$BENCH_OUT/$store/$who-$i.log" 2>&1
+    "$HACK_DIR/critest.sh" bench >"$BENCH_OUT/$store/$who-$i.log" 2>&1 9>&- || rc=$?
+  cp "$BENCH_OUT/critest/cri-$store/cri-dockerd.log" "$BENCH_OUT/$store/$who-$i.cri.log" 2>/dev/null || true
+  return "$rc"
 }
+
+# stop_stack — stops the critest engines, the registry and the CRI (and removes the CNI bridge).
+stop_stack() { CRITEST_OUT=$BENCH_OUT/critest "$HACK_DIR/critest.sh" stop >"$BENCH_OUT/stop.log" 2>&1 9>&-; }
 
 main() {
   local start=$SECONDS waited store i
   log "bench-lifecycle: waiting for /tmp/dockpin-e2e.lock"
+  # Held on fd 9, which every command started under it closes (9>&-): the engine and the registry
+  # it starts must not keep the lock once this script is gone.
   exec 9>/tmp/dockpin-e2e.lock
   flock 9
   waited=$((SECONDS - start))
   log "bench-lifecycle: got the lock after ${waited}s; ours: $OURS; upstream: $UPSTREAM"
+  mkdir -p "$BENCH_OUT"
+  trap stop_stack EXIT
   for store in $STORES; do
     rm -rf "${BENCH_OUT:?}/$store" && mkdir -p "$BENCH_OUT/$store"
     for ((i = 1; i <= BENCH_RUNS; i++)); do
       run_one "$store" ours "$OURS" "$i"
       run_one "$store" upstream "$UPSTREAM" "$i"
+      [[ -z ${BENCH_BASELINE_BIN:-} ]] || run_one "$store" baseline "$BENCH_BASELINE_BIN" "$i"
     done
   done
-  CRITEST_OUT=$BENCH_OUT/critest "$HACK_DIR/critest.sh" stop >"$BENCH_OUT/stop.log" 2>&1 ||
-    { tail -n 20 "$BENCH_OUT/stop.log" >&2; die "critest stop failed"; }
+  trap - EXIT
+  stop_stack || { tail -n 20 "$BENCH_OUT/stop.log" >&2; die "critest stop failed"; }
   flock -u 9
   for store in $STORES; do
     echo

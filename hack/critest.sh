@@ -6,7 +6,8 @@
 #   hack/critest/benchmark-params.yaml, summarised as per-operation medians, its data in CRITEST_BENCH_OUT
 #   (default $CRITEST_OUT/bench-$STORE) with ginkgo's JSON reports; CRITEST_BENCH_SKIP skips benchmarks
 #   (regex); CRITEST_BENCH_SCRATCH_RUNS=N runs the "start a container from scratch" spec N more times alone.
-# Env: STORE=classic|containerd, CRITEST_FOCUS (regex; "" = all), CRITEST_SKIP_FILE, CRITEST_STOP=1, CRI_DOCKERD_BIN;
+# Env: STORE=classic|containerd, CRITEST_FOCUS (regex; "" = all), CRITEST_SKIP_FILE, CRITEST_STOP=1, CRI_DOCKERD_BIN,
+#   CRITEST_CRI_ARGS (more flags for it, such as --log-level debug);
 #   CRITEST_VIA_PROXY=1: critest talks to CRI_DOCKERD_BIN as the pin proxy (--pin-proxy-backend) in front of a
 #   backend, CRITEST_BACKEND_BIN (an unmodified cri-dockerd, say) or else CRI_DOCKERD_BIN with its pins off.
 set -euo pipefail
@@ -166,8 +167,9 @@ start_cri() {
       --docker-endpoint "unix://$STACK_DIR/docker.sock"
   else
     log "starting $bin on $sock"
+    # shellcheck disable=SC2086 # CRITEST_CRI_ARGS: extra flags, split on spaces
     spawn "$(cri_pidfile)" "$dir/cri-dockerd.log" "$bin" --container-runtime-endpoint "$sock" \
-      --cri-dockerd-root-directory "$dir/root" "${cri[@]}"
+      --cri-dockerd-root-directory "$dir/root" "${cri[@]}" ${CRITEST_CRI_ARGS:-}
   fi
   wait_for 30 "$TOOLS_BIN/crictl" --runtime-endpoint "$sock" version ||
     { tail -n 20 "$dir/cri-dockerd.log" >&2; die "cri-dockerd did not start"; }
