@@ -18,15 +18,16 @@ import (
 // 10.88.0.0/16 (and, with ipv6, one from fd00:88::/64) per sandbox, keeps them
 // until TearDown, and records every PodNetwork it was given.
 type rtFakeNetwork struct {
-	mu        sync.Mutex
-	ipv6      bool
-	next      int
-	ips       map[string][]net.IP // by sandbox ID
-	setUps    []network.PodNetwork
-	tearDowns []network.PodNetwork
-	setUpErr  error
-	statusErr error
-	podCIDR   string
+	mu          sync.Mutex
+	ipv6        bool
+	next        int
+	ips         map[string][]net.IP // by sandbox ID
+	setUps      []network.PodNetwork
+	tearDowns   []network.PodNetwork
+	setUpErr    error
+	tearDownErr error
+	statusErr   error
+	podCIDR     string
 }
 
 var _ Network = (*rtFakeNetwork)(nil)
@@ -71,8 +72,18 @@ func (n *rtFakeNetwork) TearDown(_ context.Context, pn network.PodNetwork) error
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.tearDowns = append(n.tearDowns, clonePodNetwork(pn))
+	if n.tearDownErr != nil {
+		return n.tearDownErr
+	}
 	delete(n.ips, pn.SandboxID)
 	return nil
+}
+
+// TearDownError makes every TearDown fail with err, keeping the addresses.
+func (n *rtFakeNetwork) TearDownError(err error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.tearDownErr = err
 }
 
 // PodNetworkStatus implements Network: NotFound for a sandbox without addresses.

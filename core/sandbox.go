@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path"
 	"strings"
+	"sync"
 
 	cerrdefs "github.com/containerd/errdefs"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -118,3 +119,22 @@ func ignoreNotFound(err error) error {
 
 // joinErrs joins errors, nil when all are nil.
 func joinErrs(errs ...error) error { return errors.Join(errs...) }
+
+// concurrently runs every step at once and returns, when all are done, their errors
+// joined.
+func concurrently(steps ...func() error) error {
+	if len(steps) == 1 {
+		return steps[0]()
+	}
+	errs := make([]error, len(steps))
+	var wg sync.WaitGroup
+	for i, step := range steps {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = step()
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}

@@ -15,10 +15,13 @@ import (
 // sandboxStopTimeout is how long the pause container gets to exit on SIGTERM.
 const sandboxStopTimeout = 10 * time.Second
 
-// StopPodSandbox stops a sandbox's containers, tears down its network and stops its
-// pause container. Stopping a stopped or unknown sandbox succeeds, as the CRI asks;
-// a sandbox known only by its checkpoint (its container is gone) gets its network
-// torn down.
+// StopPodSandbox tears down a sandbox's network, then kills its containers and
+// stops its pause container, all at once. The network goes first, while the pause
+// container still holds its namespace (once it is gone, its PID may name another
+// process's). When the teardown fails, the containers are killed all the same, but
+// the pause container is kept for the retry. Stopping a stopped or unknown sandbox
+// succeeds, as the CRI asks; a sandbox known only by its checkpoint (its container is
+// gone) gets its network torn down.
 func (s *Service) StopPodSandbox(ctx context.Context, req *runtimeapi.StopPodSandboxRequest) (*runtimeapi.StopPodSandboxResponse, error) {
 	id := req.GetPodSandboxId()
 	sb, err := s.sandboxInspect(ctx, id)
@@ -28,34 +31,35 @@ func (s *Service) StopPodSandbox(ctx context.Context, req *runtimeapi.StopPodSan
 	if err != nil {
 		return nil, err
 	}
-	if err := s.stopSandboxContainers(ctx, sb.ID); err != nil {
-		return nil, err
+	cs, err := s.docker.ListContainers(ctx, docker.ContainerFilter{Running: true, Labels: map[string]string{labelSandboxID: sb.ID}})
+	if err != nil {
+		return nil, fmt.Errorf("list containers of pod sandbox %s: %w", sb.ID, err)
 	}
-	if err := s.tearDownSandbox(ctx, sb); err != nil {
-		return nil, err
+	netErr := s.tearDownSandbox(ctx, sb)
+	// kubelet has given the containers their grace period already; the CRI says they
+	// must be forcibly terminated.
+	stops := make([]func() error, 0, len(cs)+1)
+	for _, c := range cs {
+		stops = append(stops, func() error {
+			if err := ignoreNotFound(s.docker.StopContainer(ctx, c.ID, 0)); err != nil {
+				return fmt.Errorf("stop container %s of pod sandbox %s: %w", c.ID, sb.ID, err)
+			}
+			return nil
+		})
 	}
-	if sb.State == docker.StateRunning {
-		if err := ignoreNotFound(s.docker.StopContainer(ctx, sb.ID, sandboxStopTimeout)); err != nil {
-			return nil, fmt.Errorf("stop pod sandbox %s: %w", sb.ID, err)
-		}
-		s.logger(ctx).WithField("sandbox", sb.ID).Info("pod sandbox stopped")
+	if netErr == nil && sb.State == docker.StateRunning {
+		stops = append(stops, func() error {
+			if err := ignoreNotFound(s.docker.StopContainer(ctx, sb.ID, sandboxStopTimeout)); err != nil {
+				return fmt.Errorf("stop pod sandbox %s: %w", sb.ID, err)
+			}
+			s.logger(ctx).WithField("sandbox", sb.ID).Info("pod sandbox stopped")
+			return nil
+		})
+	}
+	if err := joinErrs(netErr, concurrently(stops...)); err != nil {
+		return nil, err
 	}
 	return &runtimeapi.StopPodSandboxResponse{}, nil
-}
-
-// stopSandboxContainers kills the sandbox's running containers (kubelet has given
-// them their grace period already; the CRI says they must be forcibly terminated).
-func (s *Service) stopSandboxContainers(ctx context.Context, sandboxID string) error {
-	cs, err := s.docker.ListContainers(ctx, docker.ContainerFilter{Running: true, Labels: map[string]string{labelSandboxID: sandboxID}})
-	if err != nil {
-		return fmt.Errorf("list containers of pod sandbox %s: %w", sandboxID, err)
-	}
-	for _, c := range cs {
-		if err := ignoreNotFound(s.docker.StopContainer(ctx, c.ID, 0)); err != nil {
-			return fmt.Errorf("stop container %s of pod sandbox %s: %w", c.ID, sandboxID, err)
-		}
-	}
-	return nil
 }
 
 // tearDownSandbox tears down a sandbox's CNI network (idempotent). A stopped sandbox

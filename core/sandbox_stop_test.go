@@ -75,6 +75,29 @@ func TestStopPodSandbox(t *testing.T) {
 	assert.Equal(t, tds[1].SandboxID, sbID)
 }
 
+func TestStopPodSandboxTearDownFails(t *testing.T) {
+	env := newRTEnv(t)
+	p := runTwoPods(t, env)
+	second := env.runContainer(t, p.sbID, rtSandboxConfig("web"), "sidecar")
+	env.net.TearDownError(fmt.Errorf("plugin failed: %w", cerrdefs.ErrUnavailable))
+
+	err := stopSandbox(env, p.sbID)
+	assert.Check(t, cerrdefs.IsUnavailable(err), "%v", err)
+	for _, c := range []string{p.running, second} {
+		assert.Check(t, is.Equal(env.inspect(t, c).State, docker.StateExited), "container %s still runs", c)
+	}
+	assert.Check(t, is.Equal(env.inspect(t, p.sbID).State, docker.StateRunning), "the pause container holds the namespace for the retry")
+	assert.Check(t, env.net.Attached(p.sbID))
+
+	// The retry tears down with the namespace and stops the pause container.
+	env.net.TearDownError(nil)
+	assert.NilError(t, stopSandbox(env, p.sbID))
+	tds := env.net.TearDowns()
+	assert.Check(t, tds[len(tds)-1].NetNS != "")
+	assert.Check(t, is.Equal(env.inspect(t, p.sbID).State, docker.StateExited))
+	assert.Check(t, is.Equal(env.inspect(t, p.otherID).State, docker.StateRunning))
+}
+
 func TestStopPodSandboxUnknown(t *testing.T) {
 	env := newRTEnv(t)
 	for _, sbID := range []string{"0123456789abcdef", "no/such/id", ".hidden"} {
