@@ -118,6 +118,12 @@ func (s *Service) networkIPs(ctx context.Context, id string) ([]string, error) {
 	return ips, nil
 }
 
+// networkReleased tells that this process tore down the network of sandbox id and
+// nothing is attached to it since.
+func (s *Service) networkReleased(id string) bool {
+	return s.deps.Network != nil && s.tornDown.has(id) && !s.deps.Network.Attached(id)
+}
+
 // tornDown remembers the sandboxes whose network this process tore down. Once such a
 // sandbox's pause container is stopped too, another teardown (RemovePodSandbox after
 // StopPodSandbox, StopPodSandbox again) has nothing left to release unless an

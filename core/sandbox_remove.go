@@ -11,9 +11,14 @@ import (
 )
 
 // RemovePodSandbox removes a sandbox, its containers, its network (in case it was
-// never stopped) and its checkpoint. Removing an unknown sandbox succeeds.
+// never stopped) and its checkpoint. Removing an unknown sandbox succeeds. A sandbox
+// whose network this process tore down, with nothing attached since, is removed
+// without being inspected first (kubelet removes what it stopped).
 func (s *Service) RemovePodSandbox(ctx context.Context, req *runtimeapi.RemovePodSandboxRequest) (*runtimeapi.RemovePodSandboxResponse, error) {
 	id := req.GetPodSandboxId()
+	if s.networkReleased(id) {
+		return s.removeSandbox(ctx, id, nil)
+	}
 	sb, err := s.sandboxInspect(ctx, id)
 	if cerrdefs.IsNotFound(err) {
 		s.tornDown.forget(id)
@@ -30,26 +35,41 @@ func (s *Service) RemovePodSandbox(ctx context.Context, req *runtimeapi.RemovePo
 	if err != nil {
 		return nil, err
 	}
-	cs, err := s.docker.ListContainers(ctx, docker.ContainerFilter{Labels: map[string]string{labelSandboxID: sb.ID}})
+	return s.removeSandbox(ctx, sb.ID, &sb)
+}
+
+// removeSandbox removes the containers of sandbox id, all at once, then (with sb, its
+// details) its network, then the sandbox and its checkpoint.
+func (s *Service) removeSandbox(ctx context.Context, id string, sb *docker.ContainerDetails) (*runtimeapi.RemovePodSandboxResponse, error) {
+	cs, err := s.docker.ListContainers(ctx, docker.ContainerFilter{Labels: map[string]string{labelSandboxID: id}})
 	if err != nil {
-		return nil, fmt.Errorf("list containers of pod sandbox %s: %w", sb.ID, err)
+		return nil, fmt.Errorf("list containers of pod sandbox %s: %w", id, err)
 	}
+	removals := make([]func() error, 0, len(cs))
 	for _, c := range cs {
-		if err := s.removeContainer(ctx, c.ID); err != nil {
-			return nil, fmt.Errorf("remove container %s of pod sandbox %s: %w", c.ID, sb.ID, err)
+		removals = append(removals, func() error {
+			if err := s.removeContainer(ctx, c.ID); err != nil {
+				return fmt.Errorf("remove container %s of pod sandbox %s: %w", c.ID, id, err)
+			}
+			return nil
+		})
+	}
+	if err := concurrently(removals...); err != nil {
+		return nil, err
+	}
+	if sb != nil {
+		if err := s.tearDownSandbox(ctx, *sb); err != nil {
+			return nil, err
 		}
 	}
-	if err := s.tearDownSandbox(ctx, sb); err != nil {
+	if err := ignoreNotFound(s.docker.RemoveContainer(ctx, id)); err != nil {
+		return nil, fmt.Errorf("remove pod sandbox %s: %w", id, err)
+	}
+	if err := timed(ctx, "checkpoint.remove", func() error { return s.deps.Checkpoints.Remove(id) }); err != nil {
 		return nil, err
 	}
-	if err := ignoreNotFound(s.docker.RemoveContainer(ctx, sb.ID)); err != nil {
-		return nil, fmt.Errorf("remove pod sandbox %s: %w", sb.ID, err)
-	}
-	if err := timed(ctx, "checkpoint.remove", func() error { return s.deps.Checkpoints.Remove(sb.ID) }); err != nil {
-		return nil, err
-	}
-	s.tornDown.forget(sb.ID)
-	s.logger(ctx).WithField("sandbox", sb.ID).Info("pod sandbox removed")
+	s.tornDown.forget(id)
+	s.logger(ctx).WithField("sandbox", id).Info("pod sandbox removed")
 	return &runtimeapi.RemovePodSandboxResponse{}, nil
 }
 

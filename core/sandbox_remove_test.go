@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"testing"
 
@@ -64,10 +65,17 @@ func TestRemovePodSandboxStopped(t *testing.T) {
 func TestRemovePodSandboxSkipsTearDownDoneByStop(t *testing.T) {
 	env := newRTEnv(t)
 	sbID, cfg := env.webSandbox(t)
+	env.runContainer(t, sbID, cfg, "app")
+	env.runContainer(t, sbID, cfg, "sidecar")
 	assert.NilError(t, stopSandbox(env, sbID))
+	// Known stopped and torn down: removed without an inspect.
+	env.engine.InjectError("InspectContainer", fmt.Errorf("engine busy: %w", cerrdefs.ErrUnavailable))
 	assert.NilError(t, removeSandbox(env, sbID))
+	env.engine.InjectError("InspectContainer", nil)
 	assert.Check(t, is.Len(env.net.TearDowns(), 1), "the stop's teardown released everything")
 	assert.Check(t, is.Len(env.engine.ContainerIDs(), 0))
+	_, ok := env.checkpointFile(t, sbID)
+	assert.Check(t, !ok, "checkpoint left")
 
 	// An attachment recorded again after the stop (another binary, say) is torn down.
 	sbID, _ = env.webSandbox(t)

@@ -69,7 +69,7 @@ func (s *Service) tearDownSandbox(ctx context.Context, sb docker.ContainerDetail
 	if s.deps.Network == nil || sb.NetworkMode == modeHost {
 		return nil
 	}
-	if sb.State != docker.StateRunning && s.tornDown.has(sb.ID) && !s.deps.Network.Attached(sb.ID) {
+	if sb.State != docker.StateRunning && s.networkReleased(sb.ID) {
 		s.logger(ctx).WithField("sandbox", sb.ID).Debug("pod network torn down already")
 		return nil
 	}
