@@ -12,7 +12,7 @@
 #   BENCH_OUT (results, default /tmp/dockpin-bench-lifecycle; the data of the last run is kept there),
 #   BENCH_BASELINE_BIN (a third binary in the rotation, say ours before a change: a "baseline" column),
 #   BENCH_OURS_ARGS (more flags for ours and the baseline, e.g. --log-level debug for the phase timings
-#   in $BENCH_OUT/STORE/ours-N.cri.log).
+#   in $BENCH_OUT/STORE/ours-N.cri.log), BENCH_LOCK=0 (the caller holds /tmp/dockpin-e2e.lock).
 set -euo pipefail
 # shellcheck source=hack/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -102,13 +102,15 @@ stop_stack() { CRITEST_OUT=$BENCH_OUT/critest "$HACK_DIR/critest.sh" stop >"$BEN
 
 main() {
   local start=$SECONDS waited store i
-  log "bench-lifecycle: waiting for /tmp/dockpin-e2e.lock"
   # Held on fd 9, which every command started under it closes (9>&-): the engine and the registry
   # it starts must not keep the lock once this script is gone.
   exec 9>/tmp/dockpin-e2e.lock
-  flock 9
+  if [[ ${BENCH_LOCK:-1} != 0 ]]; then
+    log "bench-lifecycle: waiting for /tmp/dockpin-e2e.lock"
+    flock 9
+  fi
   waited=$((SECONDS - start))
-  log "bench-lifecycle: got the lock after ${waited}s; ours: $OURS; upstream: $UPSTREAM"
+  log "bench-lifecycle: got the lock after ${waited}s; ours: $OURS ($("$OURS" --version 2>&1 | head -n1)); upstream: $UPSTREAM"
   mkdir -p "$BENCH_OUT"
   trap stop_stack EXIT
   for store in $STORES; do
