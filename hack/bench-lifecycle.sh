@@ -133,6 +133,10 @@ main() {
 
 case ${1:-} in
   "") main ;;
-  table) shift; for s in ${*:-$STORES}; do table "$s"; done ;; # the tables of the last run's data
+  table) # the tables of the last run's data: hack/bench-lifecycle.sh table [STORE...]
+    shift
+    if (($# == 0)); then read -ra stores <<<"$STORES" && set -- "${stores[@]}"; fi
+    for s in "$@"; do table "$s"; done
+    ;;
   *) sed -n '2,12p' "${BASH_SOURCE[0]}" | cut -c3- >&2; exit 2 ;;
 esac

@@ -202,7 +202,7 @@ all() {
       -benchmarking-output-dir="$res" -ginkgo.json-report="$res/report.json" || rc=$?
     # The "from scratch" spec measures one sample per run: more runs of it alone, each with its report.
     for ((i = 1; rc == 0 && i <= ${CRITEST_BENCH_SCRATCH_RUNS:-0}; i++)); do
-      CRITEST_FOCUS= run "unix://$dir/cri-dockerd.sock" "${bench[@]}" -ginkgo.skip="$BENCH_NOT_SCRATCH" \
+      CRITEST_FOCUS='' run "unix://$dir/cri-dockerd.sock" "${bench[@]}" -ginkgo.skip="$BENCH_NOT_SCRATCH" \
         -ginkgo.json-report="$res/report-scratch-$i.json" >/dev/null || rc=$?
     done
     bench_summary "$res"
