@@ -74,15 +74,19 @@ run_one() {
   local store=$1 who=$2 i=$4
   clean "$store"
   bench_one "$@" && return
-  log "bench-lifecycle: $store store, $who run $i failed: retrying once"
+  log "bench-lifecycle: $store store, $who run $i failed (log: $who-$i.failed.log): retrying once"
+  mv "$BENCH_OUT/$store/$who-$i.log" "$BENCH_OUT/$store/$who-$i.failed.log"
   clean "$store"
   bench_one "$@" || { tail -n 40 "$BENCH_OUT/$store/$who-$i.log" >&2; die "critest bench of $who failed ($store store)"; }
 }
 
-# clean STORE — removes the pods a failed run left in the store's critest engine, if it runs.
+# clean STORE — removes the pods that earlier runs (a failed one, or another user's) left in the store's
+# critest engine, which is started for that when it is not running (its data outlives it).
 clean() {
   local docker=(docker -H "unix:///tmp/dockpin-critest-$1/docker.sock")
-  [[ -S /tmp/dockpin-critest-$1/docker.sock ]] && "${docker[@]}" info >/dev/null 2>&1 || return 0
+  if ! "${docker[@]}" info >/dev/null 2>&1; then
+    STORE=$1 CRITEST_OUT=$BENCH_OUT/critest "$HACK_DIR/critest.sh" images >>"$BENCH_OUT/$1/setup.log" 2>&1 9>&- || return 0
+  fi
   "${docker[@]}" ps -aq --filter label=io.kubernetes.docker.type | xargs -r "${docker[@]}" rm -f >/dev/null 9>&-
 }
 
