@@ -37,7 +37,8 @@ samples() {
   done
   ((${#files[@]})) || { echo '[]'; return; }
   jq -n '
-    {CreatePod: "RunPodSandbox", StatusPod: "PodSandboxStatus", StopPod: "StopPodSandbox", RemovePod: "RemovePodSandbox"} as $rpc |
+    {CreatePod: "RunPodSandbox", StatusPod: "PodSandboxStatus", StopPod: "StopPodSandbox", RemovePod: "RemovePodSandbox",
+     StatusContainer: "ContainerStatus"} as $rpc |
     [inputs |
       if type == "object" and has("operationsNames") then
         .operationsNames as $n | .datapoints[].operationsDurationsNs | to_entries[] |
@@ -58,7 +59,7 @@ table() {
     def r: . * 10 | round / 10;
     def stats($s; $op): [$s[] | select(.op == $op) | .ms] | if length == 0 then null else {n: length, med: q(0.5), p90: q(0.9)} end;
     ["RunPodSandbox", "PodSandboxStatus", "StopPodSandbox", "RemovePodSandbox", "CreateContainer",
-     "StartContainer", "StatusContainer", "StopContainer", "RemoveContainer", "PodAndContainer"] as $ops |
+     "StartContainer", "ContainerStatus", "StopContainer", "RemoveContainer", "PodAndContainer"] as $ops |
     def cell($s): if $s == null then "-" else "\($s.med | r) (\($s.p90 | r))" end;
     ($base | length > 0) as $b |
     "\($store) store: median (p90) in ms",
