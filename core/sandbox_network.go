@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -35,11 +36,25 @@ func netnsPath(pid int) string {
 	return "/proc/" + strconv.Itoa(pid) + "/ns/net"
 }
 
-// podNetwork describes a sandbox's attachment for the network plugin.
-func podNetwork(id string, pid int, md *runtimeapi.PodSandboxMetadata, ports []network.PortMapping) network.PodNetwork {
+// holdNetns opens the network namespace of the running pause process pid and returns
+// a path to it that names that namespace until release is called, also once the pause
+// process is gone: /proc/<our pid>/fd/<fd>. A teardown given this path can run while
+// the pause container stops, and never names another process's namespace (a reused
+// PID). Without a namespace to open (the process is gone) the path is "".
+func holdNetns(pid int) (path string, release func()) {
+	f, err := os.Open(netnsPath(pid))
+	if pid <= 0 || err != nil {
+		return "", func() {}
+	}
+	return "/proc/" + strconv.Itoa(os.Getpid()) + "/fd/" + strconv.FormatUint(uint64(f.Fd()), 10), func() { _ = f.Close() }
+}
+
+// podNetwork describes a sandbox's attachment, in the network namespace netns, for
+// the network plugin.
+func podNetwork(id, netns string, md *runtimeapi.PodSandboxMetadata, ports []network.PortMapping) network.PodNetwork {
 	return network.PodNetwork{
 		Namespace: md.GetNamespace(), Name: md.GetName(), UID: md.GetUid(),
-		SandboxID: id, NetNS: netnsPath(pid), PortMappings: ports,
+		SandboxID: id, NetNS: netns, PortMappings: ports,
 	}
 }
 
@@ -87,7 +102,7 @@ func checkpointPorts(cp *checkpoint.Checkpoint) []network.PortMapping {
 
 // setUpNetwork attaches a started sandbox to the pod network.
 func (s *Service) setUpNetwork(ctx context.Context, id string, pid int, cfg *runtimeapi.PodSandboxConfig) (network.Result, error) {
-	pn := podNetwork(id, pid, cfg.GetMetadata(), criPorts(cfg.GetPortMappings()))
+	pn := podNetwork(id, netnsPath(pid), cfg.GetMetadata(), criPorts(cfg.GetPortMappings()))
 	if dns := cfg.GetDnsConfig(); dns != nil {
 		pn.DNS = &network.DNS{Servers: dns.GetServers(), Searches: dns.GetSearches(), Options: dns.GetOptions()}
 	}
@@ -99,10 +114,10 @@ func (s *Service) setUpNetwork(ctx context.Context, id string, pid int, cfg *run
 	return s.deps.Network.SetUp(ctx, pn)
 }
 
-// tearDownNetwork detaches a sandbox from the pod network; pid 0 means its network
+// tearDownNetwork detaches a sandbox from the pod network; netns "" means its network
 // namespace is gone, and the plugins only release what they allocated.
-func (s *Service) tearDownNetwork(ctx context.Context, id string, pid int, md *runtimeapi.PodSandboxMetadata, ports []network.PortMapping) error {
-	return s.deps.Network.TearDown(ctx, podNetwork(id, pid, md, ports))
+func (s *Service) tearDownNetwork(ctx context.Context, id, netns string, md *runtimeapi.PodSandboxMetadata, ports []network.PortMapping) error {
+	return s.deps.Network.TearDown(ctx, podNetwork(id, netns, md, ports))
 }
 
 // networkIPs returns the IPs the network plugin gave a running sandbox.

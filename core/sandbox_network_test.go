@@ -3,6 +3,10 @@ package core
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"strings"
 	"testing"
 
 	"gotest.tools/v3/assert"
@@ -65,9 +69,41 @@ func TestPodNetwork(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			assert.DeepEqual(t, podNetwork("sb", tc.pid, md, criPorts(tc.ports)), tc.want)
+			assert.DeepEqual(t, podNetwork("sb", netnsPath(tc.pid), md, criPorts(tc.ports)), tc.want)
 		})
 	}
+}
+
+func TestHoldNetns(t *testing.T) {
+	path, release := holdNetns(os.Getpid())
+	assert.Check(t, strings.HasPrefix(path, fmt.Sprintf("/proc/%d/fd/", os.Getpid())), path)
+	held, err := os.Stat(path)
+	assert.NilError(t, err)
+	own, err := os.Stat(netnsPath(os.Getpid()))
+	assert.NilError(t, err)
+	assert.Check(t, os.SameFile(held, own), "the path names the process's network namespace")
+	release()
+	assert.Check(t, !holds(t, path), "still held")
+
+	for _, gone := range []int{0, -1, 1 << 30} {
+		path, release := holdNetns(gone)
+		assert.Check(t, is.Equal(path, ""), "pid %d", gone)
+		release()
+	}
+}
+
+// holds tells whether path names this process's network namespace (the descriptor
+// holdNetns made may be reused for another file once released).
+func holds(t *testing.T, path string) bool {
+	t.Helper()
+	own, err := os.Stat(netnsPath(os.Getpid()))
+	assert.NilError(t, err)
+	fi, err := os.Stat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false
+	}
+	assert.NilError(t, err)
+	return os.SameFile(fi, own)
 }
 
 func TestCheckpointPortsRoundTrip(t *testing.T) {

@@ -58,7 +58,11 @@ func (s *Service) removeSandbox(ctx context.Context, id string, sb *docker.Conta
 		return nil, err
 	}
 	if sb != nil {
-		if err := s.tearDownSandbox(ctx, *sb); err != nil {
+		netns := ""
+		if sb.State == docker.StateRunning {
+			netns = netnsPath(sb.Pid)
+		}
+		if err := s.tearDownSandbox(ctx, *sb, netns); err != nil {
 			return nil, err
 		}
 	}

@@ -80,7 +80,7 @@ func TestRemovePodSandboxSkipsTearDownDoneByStop(t *testing.T) {
 	// An attachment recorded again after the stop (another binary, say) is torn down.
 	sbID, _ = env.webSandbox(t)
 	assert.NilError(t, stopSandbox(env, sbID))
-	_, err := env.net.SetUp(context.Background(), podNetwork(sbID, 1, cfg.GetMetadata(), nil))
+	_, err := env.net.SetUp(context.Background(), podNetwork(sbID, netnsPath(1), cfg.GetMetadata(), nil))
 	assert.NilError(t, err)
 	assert.NilError(t, removeSandbox(env, sbID))
 	tds := env.net.TearDowns()

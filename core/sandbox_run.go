@@ -43,7 +43,7 @@ func (s *Service) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandb
 		defer cancel()
 		errs := []error{cause}
 		if !hostNetwork(cfg) && s.deps.Network != nil {
-			errs = append(errs, s.tearDownNetwork(cctx, id, 0, cfg.GetMetadata(), criPorts(cfg.GetPortMappings())))
+			errs = append(errs, s.tearDownNetwork(cctx, id, "", cfg.GetMetadata(), criPorts(cfg.GetPortMappings())))
 		}
 		errs = append(errs, ignoreNotFound(s.docker.RemoveContainer(cctx, id)), s.deps.Checkpoints.Remove(id))
 		return joinErrs(errs...)

@@ -98,7 +98,7 @@ func TestPodSandboxStatusNetworkUnknown(t *testing.T) {
 	sbID := env.runSandbox(t, rtSandboxConfig("web"))
 	// The plugin forgot the sandbox (e.g. its cache was wiped): no error, and an empty IP,
 	// which makes kubelet replace the sandbox (a nil network status would not).
-	assert.NilError(t, env.net.TearDown(context.Background(), podNetwork(sbID, 0, &runtimeapi.PodSandboxMetadata{}, nil)))
+	assert.NilError(t, env.net.TearDown(context.Background(), podNetwork(sbID, "", &runtimeapi.PodSandboxMetadata{}, nil)))
 	st := sandboxStatus(t, env, sbID, false).Status
 	assert.Check(t, st.Network != nil && st.Network.Ip == "", "%v", st.Network)
 	assert.Equal(t, st.State, runtimeapi.PodSandboxState_SANDBOX_READY)

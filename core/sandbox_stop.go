@@ -15,13 +15,13 @@ import (
 // sandboxStopTimeout is how long the pause container gets to exit on SIGTERM.
 const sandboxStopTimeout = 10 * time.Second
 
-// StopPodSandbox tears down a sandbox's network, then kills its containers and
-// stops its pause container, all at once. The network goes first, while the pause
-// container still holds its namespace (once it is gone, its PID may name another
-// process's). When the teardown fails, the containers are killed all the same, but
-// the pause container is kept for the retry. Stopping a stopped or unknown sandbox
-// succeeds, as the CRI asks; a sandbox known only by its checkpoint (its container is
-// gone) gets its network torn down.
+// StopPodSandbox tears down a sandbox's network, kills its containers and stops its
+// pause container, all at once: the pause process's network namespace is held open
+// for the teardown (holdNetns), so the plugins find it while the pause container
+// stops. A failed teardown is retried by kubelet without the namespace, which is gone
+// by then: the plugins release what they hold on the host. Stopping a stopped or
+// unknown sandbox succeeds, as the CRI asks; a sandbox known only by its checkpoint
+// (its container is gone) gets its network torn down.
 func (s *Service) StopPodSandbox(ctx context.Context, req *runtimeapi.StopPodSandboxRequest) (*runtimeapi.StopPodSandboxResponse, error) {
 	id := req.GetPodSandboxId()
 	sb, err := s.sandboxInspect(ctx, id)
@@ -35,20 +35,26 @@ func (s *Service) StopPodSandbox(ctx context.Context, req *runtimeapi.StopPodSan
 	if err != nil {
 		return nil, fmt.Errorf("list containers of pod sandbox %s: %w", sb.ID, err)
 	}
-	netErr := s.tearDownSandbox(ctx, sb)
+	netns := ""
+	if sb.State == docker.StateRunning {
+		var release func()
+		netns, release = holdNetns(sb.Pid)
+		defer release()
+	}
+	steps := make([]func() error, 0, len(cs)+2)
+	steps = append(steps, func() error { return s.tearDownSandbox(ctx, sb, netns) })
 	// kubelet has given the containers their grace period already; the CRI says they
 	// must be forcibly terminated.
-	stops := make([]func() error, 0, len(cs)+1)
 	for _, c := range cs {
-		stops = append(stops, func() error {
+		steps = append(steps, func() error {
 			if err := ignoreNotFound(s.docker.StopContainer(ctx, c.ID, 0)); err != nil {
 				return fmt.Errorf("stop container %s of pod sandbox %s: %w", c.ID, sb.ID, err)
 			}
 			return nil
 		})
 	}
-	if netErr == nil && sb.State == docker.StateRunning {
-		stops = append(stops, func() error {
+	if sb.State == docker.StateRunning {
+		steps = append(steps, func() error {
 			if err := ignoreNotFound(s.docker.StopContainer(ctx, sb.ID, sandboxStopTimeout)); err != nil {
 				return fmt.Errorf("stop pod sandbox %s: %w", sb.ID, err)
 			}
@@ -56,16 +62,17 @@ func (s *Service) StopPodSandbox(ctx context.Context, req *runtimeapi.StopPodSan
 			return nil
 		})
 	}
-	if err := joinErrs(netErr, concurrently(stops...)); err != nil {
+	if err := concurrently(steps...); err != nil {
 		return nil, err
 	}
 	return &runtimeapi.StopPodSandboxResponse{}, nil
 }
 
-// tearDownSandbox tears down a sandbox's CNI network (idempotent). A stopped sandbox
-// whose network this process tore down already, and of which nothing is recorded
-// since, is not torn down again (see tornDown).
-func (s *Service) tearDownSandbox(ctx context.Context, sb docker.ContainerDetails) error {
+// tearDownSandbox tears down a sandbox's CNI network (idempotent) in the network
+// namespace netns ("": gone). A stopped sandbox whose network this process tore down
+// already, and of which nothing is recorded since, is not torn down again (see
+// tornDown).
+func (s *Service) tearDownSandbox(ctx context.Context, sb docker.ContainerDetails, netns string) error {
 	if s.deps.Network == nil || sb.NetworkMode == modeHost {
 		return nil
 	}
@@ -81,11 +88,7 @@ func (s *Service) tearDownSandbox(ctx context.Context, sb docker.ContainerDetail
 	if cp, err := s.readCheckpoint(sb.ID); err == nil && cp != nil {
 		ports = checkpointPorts(cp)
 	}
-	pid := 0
-	if sb.State == docker.StateRunning {
-		pid = sb.Pid
-	}
-	if err := s.tearDownNetwork(ctx, sb.ID, pid, md, ports); err != nil {
+	if err := s.tearDownNetwork(ctx, sb.ID, netns, md, ports); err != nil {
 		return err
 	}
 	s.tornDown.add(sb.ID)
@@ -103,5 +106,5 @@ func (s *Service) tearDownOrphan(ctx context.Context, id string) error {
 		return nil // nothing known to tear down; a corrupt checkpoint is ListPodSandbox's to clean
 	}
 	md := &runtimeapi.PodSandboxMetadata{Name: cp.Name, Namespace: cp.Namespace}
-	return s.tearDownNetwork(ctx, id, 0, md, checkpointPorts(cp))
+	return s.tearDownNetwork(ctx, id, "", md, checkpointPorts(cp))
 }

@@ -3,6 +3,8 @@ package core
 import (
 	"context"
 	"fmt"
+	"os"
+	"strings"
 	"testing"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -40,7 +42,8 @@ func TestStopPodSandbox(t *testing.T) {
 	env := newRTEnv(t)
 	p := runTwoPods(t, env)
 	sbID, running, created, otherID, otherC := p.sbID, p.running, p.created, p.otherID, p.otherC
-	pid := env.inspect(t, sbID).Pid
+	// The pause process: this test's, whose network namespace exists.
+	env.engine.SetPid(sbID, os.Getpid())
 
 	assert.NilError(t, stopSandbox(env, sbID))
 	assert.Equal(t, env.inspect(t, running).State, docker.StateExited)
@@ -50,9 +53,16 @@ func TestStopPodSandbox(t *testing.T) {
 	assert.Equal(t, env.inspect(t, otherID).State, docker.StateRunning)
 	assert.Check(t, !env.net.Attached(sbID))
 	assert.Check(t, env.net.Attached(otherID))
-	assert.DeepEqual(t, env.net.TearDowns(), []network.PodNetwork{{
-		Namespace: "default", Name: "web", UID: "web-uid", SandboxID: sbID,
-		NetNS: fmt.Sprintf("/proc/%d/ns/net", pid), PortMappings: rtNetPorts(),
+	tds := env.net.TearDowns()
+	assert.Assert(t, is.Len(tds, 1))
+	// The namespace was held open for the teardown (the pause container stopped
+	// meanwhile), and is released since.
+	held := tds[0].NetNS
+	assert.Check(t, strings.HasPrefix(held, fmt.Sprintf("/proc/%d/fd/", os.Getpid())), held)
+	assert.Check(t, !holds(t, held), "still held")
+	tds[0].NetNS = ""
+	assert.DeepEqual(t, tds, []network.PodNetwork{{
+		Namespace: "default", Name: "web", UID: "web-uid", SandboxID: sbID, PortMappings: rtNetPorts(),
 	}})
 	_, ok := env.checkpointFile(t, sbID)
 	assert.Check(t, ok, "stop keeps the checkpoint")
@@ -69,7 +79,7 @@ func TestStopPodSandbox(t *testing.T) {
 	restarted := New(env.svc.cfg, env.svc.deps)
 	_, err = restarted.StopPodSandbox(context.Background(), &runtimeapi.StopPodSandboxRequest{PodSandboxId: sbID})
 	assert.NilError(t, err)
-	tds := env.net.TearDowns()
+	tds = env.net.TearDowns()
 	assert.Assert(t, is.Len(tds, 2))
 	assert.Equal(t, tds[1].NetNS, "")
 	assert.Equal(t, tds[1].SandboxID, sbID)
@@ -83,18 +93,18 @@ func TestStopPodSandboxTearDownFails(t *testing.T) {
 
 	err := stopSandbox(env, p.sbID)
 	assert.Check(t, cerrdefs.IsUnavailable(err), "%v", err)
-	for _, c := range []string{p.running, second} {
+	for _, c := range []string{p.running, second, p.sbID} {
 		assert.Check(t, is.Equal(env.inspect(t, c).State, docker.StateExited), "container %s still runs", c)
 	}
-	assert.Check(t, is.Equal(env.inspect(t, p.sbID).State, docker.StateRunning), "the pause container holds the namespace for the retry")
-	assert.Check(t, env.net.Attached(p.sbID))
+	assert.Check(t, env.net.Attached(p.sbID), "nothing released")
 
-	// The retry tears down with the namespace and stops the pause container.
+	// kubelet's retry tears down what is left, without the namespace (gone with the
+	// pause process): the plugins release what they hold on the host.
 	env.net.TearDownError(nil)
 	assert.NilError(t, stopSandbox(env, p.sbID))
 	tds := env.net.TearDowns()
-	assert.Check(t, tds[len(tds)-1].NetNS != "")
-	assert.Check(t, is.Equal(env.inspect(t, p.sbID).State, docker.StateExited))
+	assert.Check(t, is.Equal(tds[len(tds)-1].NetNS, ""))
+	assert.Check(t, !env.net.Attached(p.sbID))
 	assert.Check(t, is.Equal(env.inspect(t, p.otherID).State, docker.StateRunning))
 }
 
