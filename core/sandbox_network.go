@@ -42,8 +42,11 @@ func netnsPath(pid int) string {
 // the pause container stops, and never names another process's namespace (a reused
 // PID). Without a namespace to open (the process is gone) the path is "".
 func holdNetns(pid int) (path string, release func()) {
+	if pid <= 0 {
+		return "", func() {}
+	}
 	f, err := os.Open(netnsPath(pid))
-	if pid <= 0 || err != nil {
+	if err != nil {
 		return "", func() {}
 	}
 	return "/proc/" + strconv.Itoa(os.Getpid()) + "/fd/" + strconv.FormatUint(uint64(f.Fd()), 10), func() { _ = f.Close() }

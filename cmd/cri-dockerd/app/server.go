@@ -90,7 +90,8 @@ func (i *interceptor) serve(ctx context.Context, rpc string, bounded bool, call 
 	took := time.Since(start)
 	log = log.WithField("duration", took.Round(time.Microsecond))
 	if f := phases.Fields(); len(f) > 0 {
-		// Where the time went: engine calls, CNI plugins, file writes; t.rest is ours.
+		// Where the time went: engine calls, CNI plugins, file writes; t.rest is ours
+		// (below zero when phases overlap, as StopPodSandbox's do).
 		log.WithFields(f).WithField("t.rest", (took - phases.Total()).Round(time.Microsecond)).Debug("request phases")
 	}
 	if err != nil {
