@@ -12,7 +12,7 @@
 #   BENCH_OUT (results, default /tmp/dockpin-bench-lifecycle; the data of the last run is kept there),
 #   BENCH_BASELINE_BIN (a third binary in the rotation, say ours before a change: a "baseline" column),
 #   BENCH_OURS_ARGS (more flags for ours and the baseline, e.g. --log-level debug for the phase timings
-#   in $BENCH_OUT/STORE/ours-N.cri.log), BENCH_LOCK=0 (the caller holds /tmp/dockpin-e2e.lock).
+#   in $BENCH_OUT/STORE/ours-N.cri.log).
 set -euo pipefail
 # shellcheck source=hack/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -86,9 +86,9 @@ run_one() {
 clean() {
   local docker=(docker -H "unix:///tmp/dockpin-critest-$1/docker.sock")
   if ! "${docker[@]}" info >/dev/null 2>&1; then
-    STORE=$1 CRITEST_OUT=$BENCH_OUT/critest "$HACK_DIR/critest.sh" images >>"$BENCH_OUT/$1/setup.log" 2>&1 9>&- || return 0
+    STORE=$1 CRITEST_OUT=$BENCH_OUT/critest "$HACK_DIR/critest.sh" images >>"$BENCH_OUT/$1/setup.log" 2>&1 || return 0
   fi
-  "${docker[@]}" ps -aq --filter label=io.kubernetes.docker.type | xargs -r "${docker[@]}" rm -f >/dev/null 9>&-
+  "${docker[@]}" ps -aq --filter label=io.kubernetes.docker.type | xargs -r "${docker[@]}" rm -f >/dev/null
 }
 
 bench_one() { # bench_one STORE WHO BIN I
@@ -97,23 +97,19 @@ bench_one() { # bench_one STORE WHO BIN I
   log "bench-lifecycle: $store store, $who run $i ($bin)"
   CRITEST_CRI_ARGS=$args STORE=$store CRI_DOCKERD_BIN=$bin CRITEST_OUT=$BENCH_OUT/critest CRITEST_BENCH_SKIP=$SKIP \
     CRITEST_BENCH_OUT=$BENCH_OUT/$store/$who-$i CRITEST_BENCH_SCRATCH_RUNS=$BENCH_SCRATCH_RUNS \
-    "$HACK_DIR/critest.sh" bench >"$BENCH_OUT/$store/$who-$i.log" 2>&1 9>&- || rc=$?
+    "$HACK_DIR/critest.sh" bench >"$BENCH_OUT/$store/$who-$i.log" 2>&1 || rc=$?
   cp "$BENCH_OUT/critest/cri-$store/cri-dockerd.log" "$BENCH_OUT/$store/$who-$i.cri.log" 2>/dev/null || true
   return "$rc"
 }
 
 # stop_stack — stops the critest engines, the registry and the CRI (and removes the CNI bridge).
-stop_stack() { CRITEST_OUT=$BENCH_OUT/critest "$HACK_DIR/critest.sh" stop >"$BENCH_OUT/stop.log" 2>&1 9>&-; }
+stop_stack() { CRITEST_OUT=$BENCH_OUT/critest "$HACK_DIR/critest.sh" stop >"$BENCH_OUT/stop.log" 2>&1; }
 
 main() {
   local start=$SECONDS waited store i
-  # Held on fd 9, which every command started under it closes (9>&-): the engine and the registry
-  # it starts must not keep the lock once this script is gone.
-  exec 9>/tmp/dockpin-e2e.lock
-  if [[ ${BENCH_LOCK:-1} != 0 ]]; then
-    log "bench-lifecycle: waiting for /tmp/dockpin-e2e.lock"
-    flock 9
-  fi
+  # The engine lock for the whole rotation (hack/lib.sh: the engine and registry spawned under it do not
+  # keep it; a lock the caller took with `flock /tmp/dockpin-e2e.lock ...` is reused).
+  hold_e2e_lock
   waited=$((SECONDS - start))
   log "bench-lifecycle: got the lock after ${waited}s; ours: $OURS ($("$OURS" --version 2>&1 | head -n1)); upstream: $UPSTREAM"
   mkdir -p "$BENCH_OUT"
@@ -128,7 +124,7 @@ main() {
   done
   trap - EXIT
   stop_stack || { tail -n 20 "$BENCH_OUT/stop.log" >&2; die "critest stop failed"; }
-  flock -u 9
+  [[ -z ${DOCKPIN_E2E_LOCK_FD:-} ]] || flock -u "$DOCKPIN_E2E_LOCK_FD"
   for store in $STORES; do
     echo
     table "$store"
