@@ -69,16 +69,21 @@ lint: ## golangci-lint (installed into the tool cache on first use); //nolint na
 shellcheck: ## shellcheck the scripts under hack/ and .ci/ (apt-installs shellcheck if missing)
 	hack/shellcheck.sh
 
+.PHONY: systemd-verify
+systemd-verify: ## systemd-analyze verify of packaging/systemd/ (warnings fail) and the facts a drop-in's units keep
+	hack/systemd-verify.sh
+
 .PHONY: govulncheck
 govulncheck: ## govulncheck ./... against an offline database built from golang.org/x/vulndb (cached)
 	hack/govulncheck.sh
 
 .PHONY: verify
-verify: ## gofmt, go vet (also with -tags e2e), go mod tidy check, shellcheck, lint, then govulncheck
+verify: ## gofmt, go vet (also with -tags e2e), go mod tidy check, shellcheck, systemd units, lint, then govulncheck
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }
 	go vet ./... && go vet -tags e2e ./e2e/...
 	go mod tidy -diff
 	$(MAKE) shellcheck
+	$(MAKE) systemd-verify
 	$(MAKE) lint
 	$(MAKE) govulncheck
 
