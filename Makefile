@@ -5,9 +5,13 @@ export GOTOOLCHAIN := local
 export PATH := /usr/local/go/bin:$(PATH)
 
 BIN       := _output/cri-dockerd
-VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+# The version is upstream's release (cmd/cri-dockerd/app/version.go) + semver build metadata:
+# dockpin.<commit count>.g<short commit>[.dirty], so that dpkg and rpm order our builds (README, "Versions").
 COMMIT    ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
-LDFLAGS   := -X github.com/dockpin/cri-dockerd/cmd/cri-dockerd/app.version=$(VERSION) \
+BUILD_META ?= $(shell n=$$(git rev-list --count HEAD 2>/dev/null) && \
+                echo "dockpin.$$n.g$$(git rev-parse --short=7 HEAD)$$(git diff --quiet HEAD -- 2>/dev/null || echo .dirty)" || \
+                echo dockpin.dev)
+LDFLAGS   := -X github.com/dockpin/cri-dockerd/cmd/cri-dockerd/app.build=$(BUILD_META) \
              -X github.com/dockpin/cri-dockerd/cmd/cri-dockerd/app.gitCommit=$(COMMIT)
 # Image stores the e2e suite runs against (both by default).
 E2E_STORES ?= classic containerd

@@ -104,7 +104,7 @@ func checkPinsFile(path string, stdout, stderr io.Writer) int {
 
 // run serves until SIGTERM or SIGINT; hup delivers SIGHUP, which reloads the pins.
 func run(opts *Options, log *logrus.Logger, hup <-chan os.Signal, wait engineWait) error {
-	log.WithField("version", version).WithField("commit", shortCommit()).Info("starting cri-dockerd")
+	log.WithField("version", versionString()).WithField("commit", shortCommit()).Info("starting cri-dockerd")
 	client, err := docker.NewSDKClient(opts.DockerEndpoint)
 	if err != nil {
 		return err

@@ -163,7 +163,7 @@ func TestParseEndpoint(t *testing.T) {
 func TestMainPrintsAndRejects(t *testing.T) {
 	var out, errOut bytes.Buffer
 	assert.Equal(t, Main([]string{"--version"}, &out, &errOut), 0)
-	assert.Check(t, strings.HasPrefix(out.String(), "cri-dockerd "))
+	assert.Check(t, strings.HasPrefix(out.String(), "cri-dockerd "+upstreamRelease+"+dockpin."))
 	out.Reset()
 	assert.Equal(t, Main([]string{"--buildinfo"}, &out, &errOut), 0)
 	assert.Check(t, is.Contains(out.String(), "Go version:"))

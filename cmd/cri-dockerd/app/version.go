@@ -7,11 +7,22 @@ import (
 	"runtime/debug"
 )
 
-// Set at link time: -X github.com/dockpin/cri-dockerd/cmd/cri-dockerd/app.version=... (and gitCommit).
+// upstreamRelease is the newest upstream cri-dockerd release this binary is a drop-in for.
+// Our version is this release plus semver build metadata naming our build
+// (README, "Versions"): semver ranks it equal to the release, dpkg and rpm above it.
+const upstreamRelease = "0.4.3"
+
+// Set at link time (Makefile): -X github.com/dockpin/cri-dockerd/cmd/cri-dockerd/app.build=dockpin.<commits>.g<commit>
+// and -X ….gitCommit=<full commit>.
 var (
-	version   = "0.4.1-dockpin.dev"
+	build     = "dockpin.dev"
 	gitCommit = ""
 )
+
+// versionString is "<upstream release>+<build>", e.g. 0.4.3+dockpin.175.g1a2b3c4.
+func versionString() string {
+	return upstreamRelease + "+" + build
+}
 
 func commit() string {
 	if gitCommit != "" {
@@ -27,12 +38,14 @@ func commit() string {
 	return "unknown"
 }
 
+// printVersion prints upstream's first line, `cri-dockerd <version> (<short commit>)`, which
+// tools such as minikube parse.
 func printVersion(w io.Writer) {
-	fmt.Fprintf(w, "cri-dockerd %s (%s)\n", version, shortCommit())
+	fmt.Fprintf(w, "cri-dockerd %s (%s)\n", versionString(), shortCommit())
 }
 
 func printBuildInfo(w io.Writer) {
-	fmt.Fprintf(w, "Program: cri-dockerd\nVersion: %s\nGitCommit: %s\nGo version: %s\n", version, commit(), runtime.Version())
+	fmt.Fprintf(w, "Program: cri-dockerd\nVersion: %s\nGitCommit: %s\nGo version: %s\n", versionString(), commit(), runtime.Version())
 }
 
 func shortCommit() string {
