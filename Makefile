@@ -28,6 +28,14 @@ help: ## show this help
 build: ## build the cri-dockerd binary into _output/
 	go build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/cri-dockerd
 
+.PHONY: package
+package: ## .deb and .rpm (nfpm) and upstream's .tgz layout of a static binary, into _output/packages/
+	LDFLAGS='$(LDFLAGS)' hack/package.sh
+
+.PHONY: package-check
+package-check: package ## inspect the packages: metadata, contents, scripts; install the .deb into a scratch root
+	hack/package-check.sh
+
 .PHONY: test
 test: unit e2e node-e2e critest ## unit tests with -race, the end-to-end suite, kubelet's node suite and critest on a real engine
 
@@ -70,7 +78,7 @@ lint: ## golangci-lint (installed into the tool cache on first use); //nolint na
 	"$$(hack/install-tools.sh golangci-lint | tail -n1)/golangci-lint" run --build-tags e2e ./e2e/...
 
 .PHONY: shellcheck
-shellcheck: ## shellcheck the scripts under hack/ and .ci/ (apt-installs shellcheck if missing)
+shellcheck: ## shellcheck the scripts under hack/, .ci/ and packaging/ (apt-installs shellcheck if missing)
 	hack/shellcheck.sh
 
 .PHONY: systemd-verify
@@ -86,6 +94,7 @@ verify: ## gofmt, go vet (also with -tags e2e), go mod tidy check, shellcheck, s
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }
 	go vet ./... && go vet -tags e2e ./e2e/...
 	go mod tidy -diff
+	cd hack/tools && go vet ./... && go mod tidy -diff
 	$(MAKE) shellcheck
 	$(MAKE) systemd-verify
 	$(MAKE) lint

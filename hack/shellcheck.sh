@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# hack/shellcheck.sh — shellcheck every shell script under hack/ and .ci/: the *.sh files and the
+# hack/shellcheck.sh — shellcheck every shell script under hack/, .ci/ and packaging/: the *.sh files and the
 # files without an extension whose shebang names sh or bash (.ci/run, hack/runc-oom-wrapper/runc).
 # Installs Debian's shellcheck with apt-get when it is missing and we are root.
 # Usage: hack/shellcheck.sh
@@ -17,7 +17,7 @@ scripts() {
     elif [[ ${f##*/} != *.* && $(head -n1 "$f") =~ $shebang ]]; then
       echo "$f"
     fi
-  done < <(git ls-files hack .ci)
+  done < <(git ls-files hack .ci packaging)
 }
 
 if ! command -v shellcheck >/dev/null 2>&1; then
