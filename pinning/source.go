@@ -254,13 +254,29 @@ func (p *Pinner) logSourceFailure(log logrus.FieldLogger, s *sourceState, err er
 	}
 }
 
+// stateLocked is s's state (SourceHealthy, SourceStale, SourceExpired or SourceNeverRead) with
+// what usable returns; s.mu is held.
+func (s *sourceState) stateLocked(now time.Time) (string, Matcher, error) {
+	m, uerr := s.usable(now)
+	switch {
+	case s.lastErr == nil && s.good != nil && !s.restored:
+		return SourceHealthy, m, uerr
+	case m != nil:
+		return SourceStale, m, uerr
+	case s.good != nil:
+		return SourceExpired, m, uerr
+	default:
+		return SourceNeverRead, m, uerr
+	}
+}
+
 // status reports the state of s for Info: "healthy", "stale" (answering from a last
 // good state: the source fails, or has not answered this process yet) with since
 // when and why, or "never read".
 func (s *sourceState) status(now time.Time) map[string]any {
 	s.mu.Lock()
-	m, uerr := s.usable(now)
-	healthy := s.lastErr == nil && s.good != nil && !s.restored
+	state, m, uerr := s.stateLocked(now)
+	healthy := state == SourceHealthy
 	st := map[string]any{
 		"name":        s.src.Name(),
 		"healthy":     healthy,
@@ -270,21 +286,16 @@ func (s *sourceState) status(now time.Time) map[string]any {
 		"usingStale":  !healthy && m != nil,
 		"restored":    s.restored,
 	}
-	switch {
-	case healthy:
-		st["state"] = "healthy"
-	case m != nil:
-		st["state"] = "stale"
+	st["state"] = state
+	switch state {
+	case SourceHealthy:
+	case SourceStale:
 		st["staleSince"] = formatTime(s.goodAt)
 		st["reason"] = errString(s.lastErr)
 		if s.lastErr == nil {
 			st["reason"] = "not read yet by this process; answering from the state saved at " + formatTime(s.goodAt)
 		}
 	default:
-		st["state"] = "never read"
-		if s.good != nil {
-			st["state"] = "expired"
-		}
 		st["reason"] = errString(uerr)
 	}
 	s.mu.Unlock()

@@ -1,0 +1,40 @@
+package pinning
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"gotest.tools/v3/assert"
+	is "gotest.tools/v3/assert/cmp"
+)
+
+// TestHealth: the numbers behind the metrics follow the source's state as crictl info
+// names it, and count the last evaluation's pinned images by source.
+func TestHealth(t *testing.T) {
+	s := newFakeSource("ctr", digA)
+	s.Fail(errors.New("down"))
+	p, clock, _ := newTestPinner(t, emptyConfig(), s)
+	h := p.Health()
+	assert.Check(t, h.EvaluatedAt.IsZero())
+	assert.Check(t, is.DeepEqual(h.Sources, []SourceHealth{{Name: "ctr", State: SourceNeverRead}}))
+	assert.Check(t, is.Equal(sourceInfo(t, p)["state"], SourceNeverRead))
+
+	s.Fail(nil)
+	mustEvaluate(t, p, t.Context(), sourceImgs)
+	h = p.Health()
+	assert.Check(t, is.Equal(h.Images, len(sourceImgs)))
+	assert.Check(t, is.Equal(h.Pinned, 1))
+	assert.Check(t, is.DeepEqual(h.PinnedBySource, map[string]int{SourceContainerd: 1}))
+	assert.Check(t, is.Equal(h.Sources[0].State, SourceHealthy))
+	refreshed := h.Sources[0].LastRefresh
+	assert.Check(t, !refreshed.IsZero())
+
+	s.Fail(errors.New("down again"))
+	clock.Advance(time.Hour)
+	mustEvaluate(t, p, t.Context(), sourceImgs)
+	h = p.Health()
+	assert.Check(t, is.Equal(h.Sources[0].State, SourceStale))
+	assert.Check(t, is.Equal(sourceInfo(t, p)["state"], SourceStale))
+	assert.Check(t, h.Sources[0].LastRefresh.Equal(refreshed), "the last good answer, not the last attempt")
+}
