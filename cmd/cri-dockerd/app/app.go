@@ -23,6 +23,7 @@ import (
 	"github.com/dockpin/cri-dockerd/core/network"
 	"github.com/dockpin/cri-dockerd/core/streaming"
 	"github.com/dockpin/cri-dockerd/pinning"
+	"github.com/dockpin/cri-dockerd/telemetry"
 )
 
 // logRecordsDir is where, below --cri-dockerd-root-directory, the log file chosen for
@@ -185,7 +186,14 @@ func run(opts *Options, log *logrus.Logger, hup <-chan os.Signal, wait engineWai
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", opts.RuntimeEndpoint, err)
 	}
-	srv := newGRPCServer(svc, log, opts.requestTimeout())
+	metrics, err := serveMetrics(opts, pins, log)
+	if err != nil {
+		return err
+	}
+	if metrics != nil {
+		defer func() { _ = metrics.server.Close() }()
+	}
+	srv := newGRPCServer(svc, log, opts.requestTimeout(), metrics.registry())
 	log.WithField("endpoint", opts.RuntimeEndpoint).Info("serving the CRI")
 	failed := make(chan error, 1)
 	// Without the streaming server every exec, attach and port-forward would fail.
@@ -193,6 +201,35 @@ func run(opts *Options, log *logrus.Logger, hup <-chan os.Signal, wait engineWai
 	return serve(serving{
 		srv: srv, lis: lis, timeout: opts.requestTimeout(), hup: hup, reload: pins.ReloadLogged, failed: failed,
 	}, log)
+}
+
+// servedMetrics is the metrics registry and the server serving it on --metrics-address.
+type servedMetrics struct {
+	metrics *telemetry.Metrics
+	server  *telemetry.Server
+}
+
+// registry is the metrics to instrument the gRPC server with; nil when metrics are off.
+func (m *servedMetrics) registry() *telemetry.Metrics {
+	if m == nil {
+		return nil
+	}
+	return m.metrics
+}
+
+// serveMetrics serves the metrics (and pprof) on --metrics-address; nil when it is not set.
+func serveMetrics(opts *Options, pins telemetry.PinHealth, log logrus.FieldLogger) (*servedMetrics, error) {
+	if opts.MetricsAddress == "" {
+		return nil, nil
+	}
+	m := telemetry.New(telemetry.Build{Version: versionString(), Commit: shortCommit(), UpstreamRelease: upstreamRelease})
+	m.WatchPins(pins)
+	srv, err := telemetry.Listen(opts.MetricsAddress, m, opts.EnablePprof, log.WithField("component", "metrics"))
+	if err != nil {
+		return nil, fmt.Errorf("--metrics-address %s: %w", opts.MetricsAddress, err)
+	}
+	log.WithField("address", srv.Addr().String()).WithField("pprof", opts.EnablePprof).Info("serving metrics at /metrics")
+	return &servedMetrics{metrics: m, server: srv}, nil
 }
 
 // engineImages is the engine client the service uses, with the image cache in front

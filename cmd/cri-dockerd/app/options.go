@@ -3,6 +3,7 @@ package app
 import (
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"time"
 
@@ -66,6 +67,13 @@ type Options struct {
 	// (unix:// or tcp://), adding our pins to ListImages and ImageStatus ("" = off).
 	PinProxyBackend string `json:"pinProxyBackend"`
 
+	// MetricsAddress, when set, is the host:port where Prometheus metrics are served at
+	// /metrics ("" = off). Unauthenticated: bind loopback (127.0.0.1:PORT) unless the
+	// network is trusted.
+	MetricsAddress string `json:"metricsAddress"`
+	// EnablePprof serves Go's profiles at /debug/pprof/ on MetricsAddress.
+	EnablePprof bool `json:"enablePprof"`
+
 	// CheckPinsFile, when set, validates that pins file and exits.
 	CheckPinsFile string `json:"-"`
 	// ShowVersion, ShowBuildInfo and ShowHelp print and exit.
@@ -122,6 +130,8 @@ func (o *Options) flagSet() *pflag.FlagSet {
 	fs.BoolVar(&o.ImageCache, "image-cache", o.ImageCache, "Answer ListImages and ImageStatus from an in-memory index kept current from the engine's events (false: call the engine on every request, as upstream).")
 	fs.DurationVar(&o.ImageCacheResync, "image-cache-resync", o.ImageCacheResync, "How often the image index is reconciled with the engine's full image list.")
 	fs.StringVar(&o.PinProxyBackend, "pin-proxy-backend", o.PinProxyBackend, "Run as the pin proxy in front of an unmodified cri-dockerd at this endpoint (unix:///path or tcp://host:port): serve the CRI on --container-runtime-endpoint by forwarding every RPC to it, reporting images our pin flags pin as pinned in ListImages and ImageStatus. Empty: off.")
+	fs.StringVar(&o.MetricsAddress, "metrics-address", o.MetricsAddress, "The host:port to serve Prometheus metrics on, at /metrics (unauthenticated: bind 127.0.0.1 unless the network is trusted). Empty: off.")
+	fs.BoolVar(&o.EnablePprof, "enable-pprof", o.EnablePprof, "Serve Go's profiles at /debug/pprof/ on --metrics-address.")
 	fs.StringVar(&o.CheckPinsFile, "check-pins-file", o.CheckPinsFile, "Validate this pins file as SIGHUP would read it, print the result and exit (0: valid; 1: each bad line named). Touches no running daemon.")
 	fs.BoolVar(&o.ShowVersion, "version", false, "Prints the version of cri-dockerd.")
 	fs.BoolVar(&o.ShowBuildInfo, "buildinfo", false, "Prints the build information about cri-dockerd.")
@@ -168,10 +178,27 @@ func (o *Options) Validate() error {
 	if err := o.validateProxy(); err != nil {
 		errs = append(errs, err)
 	}
+	if err := o.validateMetrics(); err != nil {
+		errs = append(errs, err)
+	}
 	if err := o.Flags.Validate(o.SandboxImage); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// validateMetrics checks --metrics-address (host:port) and that --enable-pprof has it.
+func (o *Options) validateMetrics() error {
+	if o.MetricsAddress == "" {
+		if o.EnablePprof {
+			return errors.New("--enable-pprof serves on --metrics-address, which is not set")
+		}
+		return nil
+	}
+	if _, _, err := net.SplitHostPort(o.MetricsAddress); err != nil {
+		return fmt.Errorf("--metrics-address %q: want host:port: %w", o.MetricsAddress, err)
+	}
+	return nil
 }
 
 // validateProxy checks --pin-proxy-backend: a unix or tcp endpoint other than our own.

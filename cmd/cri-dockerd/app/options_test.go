@@ -130,6 +130,31 @@ func TestValidatePinProxyBackend(t *testing.T) {
 	}
 }
 
+func TestValidateMetricsAddress(t *testing.T) {
+	tests := []struct {
+		addr    string
+		pprof   bool
+		wantErr string
+	}{
+		{addr: ""},
+		{addr: "127.0.0.1:9469", pprof: true},
+		{addr: "[::1]:0"},
+		{addr: "", pprof: true, wantErr: "--enable-pprof"},
+		{addr: "127.0.0.1", wantErr: "--metrics-address"},
+		{addr: "http://127.0.0.1:9469/metrics", wantErr: "--metrics-address"},
+	}
+	for _, tc := range tests {
+		opts := DefaultOptions()
+		opts.MetricsAddress, opts.EnablePprof = tc.addr, tc.pprof
+		err := opts.Validate()
+		if tc.wantErr == "" {
+			assert.Check(t, is.Nil(err), "%+v", tc)
+			continue
+		}
+		assert.Check(t, is.ErrorContains(err, tc.wantErr), "%+v", tc)
+	}
+}
+
 func TestValidateRefusesKubenet(t *testing.T) {
 	opts := DefaultOptions()
 	opts.NetworkPlugin = "kubenet"

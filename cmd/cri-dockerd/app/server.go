@@ -23,6 +23,7 @@ import (
 
 	"github.com/dockpin/cri-dockerd/core"
 	"github.com/dockpin/cri-dockerd/logctx"
+	"github.com/dockpin/cri-dockerd/telemetry"
 )
 
 // maxMsgSize is the gRPC message limit each way, as upstream (16 MiB).
@@ -134,17 +135,29 @@ type criServer interface {
 
 var _ criServer = (*core.Service)(nil)
 
-// newGRPCServer returns a server with both CRI services registered.
-func newGRPCServer(svc criServer, log logrus.FieldLogger, timeout time.Duration) *grpc.Server {
+// newGRPCServer returns a server with both CRI services registered; with metrics (not
+// nil), every RPC is counted and timed, outside our interceptor so that the code counted
+// is the one the client gets.
+func newGRPCServer(svc criServer, log logrus.FieldLogger, timeout time.Duration, metrics *telemetry.Metrics) *grpc.Server {
 	ic := &interceptor{log: log, timeout: timeout}
+	unary := []grpc.UnaryServerInterceptor{ic.unary}
+	stream := []grpc.StreamServerInterceptor{ic.stream}
+	if metrics != nil {
+		u, s := metrics.Instrument()
+		unary = append([]grpc.UnaryServerInterceptor{u}, unary...)
+		stream = append([]grpc.StreamServerInterceptor{s}, stream...)
+	}
 	srv := grpc.NewServer(
 		grpc.MaxRecvMsgSize(maxMsgSize),
 		grpc.MaxSendMsgSize(maxMsgSize),
-		grpc.ChainUnaryInterceptor(ic.unary),
-		grpc.ChainStreamInterceptor(ic.stream),
+		grpc.ChainUnaryInterceptor(unary...),
+		grpc.ChainStreamInterceptor(stream...),
 	)
 	runtimeapi.RegisterRuntimeServiceServer(srv, svc)
 	runtimeapi.RegisterImageServiceServer(srv, svc)
+	if metrics != nil {
+		metrics.Initialize(srv)
+	}
 	return srv
 }
 

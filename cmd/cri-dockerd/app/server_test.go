@@ -115,7 +115,7 @@ func (panicky) Version(context.Context, *runtimeapi.VersionRequest) (*runtimeapi
 func TestServerRecoversPanickingHandler(t *testing.T) {
 	log, hook := logtest.NewNullLogger()
 	lis := bufconn.Listen(1 << 20)
-	srv := newGRPCServer(panicky{}, log, time.Minute)
+	srv := newGRPCServer(panicky{}, log, time.Minute, nil)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(lis) }()
 	t.Cleanup(func() {

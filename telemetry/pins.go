@@ -1,0 +1,71 @@
+package telemetry
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/dockpin/cri-dockerd/pinning"
+)
+
+// PinHealth is what the pin metrics read at each scrape (a *pinning.Pinner).
+type PinHealth interface {
+	Health() pinning.Health
+}
+
+// WatchPins registers the pin metrics, read from p at each scrape.
+func (m *Metrics) WatchPins(p PinHealth) {
+	m.reg.MustRegister(newPinCollector(p))
+}
+
+// pinCollector turns pinning.Health into metrics when scraped.
+type pinCollector struct {
+	pins                                                          PinHealth
+	images, pinned, bySource, evaluatedAt, sourceState, refreshed *prometheus.Desc
+}
+
+func newPinCollector(p PinHealth) *pinCollector {
+	d := func(name, help string, labels ...string) *prometheus.Desc {
+		return prometheus.NewDesc(prometheus.BuildFQName(Namespace, "", name), help, labels, nil)
+	}
+	return &pinCollector{
+		pins:        p,
+		images:      d("pin_evaluation_images", "Images in the most recent pin evaluation (ListImages or ImageStatus)."),
+		pinned:      d("pin_evaluation_pinned_images", "Images pinned by any source in the most recent pin evaluation."),
+		bySource:    d("pinned_images", "Images pinned in the most recent pin evaluation, by source (an image counts once for each of its sources).", "source"),
+		evaluatedAt: d("pin_evaluation_timestamp_seconds", "When the most recent pin evaluation ran (absent before the first)."),
+		sourceState: d("pin_source_state", "1 for the state a pin source is in (healthy, stale, expired, never read), 0 for the others.", "source", "state"),
+		refreshed:   d("pin_source_last_refresh_timestamp_seconds", "When a pin source last answered (or its saved state was taken); its staleness is time() minus this.", "source"),
+	}
+}
+
+func (c *pinCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.images, c.pinned, c.bySource, c.evaluatedAt, c.sourceState, c.refreshed} {
+		ch <- d
+	}
+}
+
+func (c *pinCollector) Collect(ch chan<- prometheus.Metric) {
+	h := c.pins.Health()
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	gauge(c.images, float64(h.Images))
+	gauge(c.pinned, float64(h.Pinned))
+	for src, n := range h.PinnedBySource {
+		gauge(c.bySource, float64(n), src)
+	}
+	if !h.EvaluatedAt.IsZero() {
+		gauge(c.evaluatedAt, float64(h.EvaluatedAt.UnixNano())/1e9)
+	}
+	for _, s := range h.Sources {
+		for _, state := range pinning.SourceStates() {
+			v := 0.0
+			if s.State == state {
+				v = 1
+			}
+			gauge(c.sourceState, v, s.Name, state)
+		}
+		if !s.LastRefresh.IsZero() {
+			gauge(c.refreshed, float64(s.LastRefresh.UnixNano())/1e9, s.Name)
+		}
+	}
+}

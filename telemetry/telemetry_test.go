@@ -1,0 +1,95 @@
+package telemetry
+
+import (
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/sirupsen/logrus"
+	"gotest.tools/v3/assert"
+	is "gotest.tools/v3/assert/cmp"
+
+	"github.com/dockpin/cri-dockerd/pinning"
+)
+
+// fakePins is a PinHealth whose state the test sets.
+type fakePins struct{ h pinning.Health }
+
+func (f *fakePins) Health() pinning.Health { return f.h }
+
+func TestPinMetrics(t *testing.T) {
+	pins := &fakePins{}
+	m := New(Build{Version: "0.4.3+dockpin.1.gabc1234", Commit: "abc1234", UpstreamRelease: "0.4.3"})
+	m.WatchPins(pins)
+
+	// Before any evaluation: zeros, no timestamp, no source.
+	assert.NilError(t, testutil.GatherAndCompare(m.Registry(), strings.NewReader(`
+# HELP cri_dockerd_pin_evaluation_images Images in the most recent pin evaluation (ListImages or ImageStatus).
+# TYPE cri_dockerd_pin_evaluation_images gauge
+cri_dockerd_pin_evaluation_images 0
+`), "cri_dockerd_pin_evaluation_images", "cri_dockerd_pin_evaluation_timestamp_seconds", "cri_dockerd_pin_source_state"))
+
+	at := time.Unix(1700000000, 0)
+	pins.h = pinning.Health{
+		EvaluatedAt: at, Images: 12, Pinned: 3,
+		PinnedBySource: map[string]int{"pattern": 2, "containerd-label": 1},
+		Sources:        []pinning.SourceHealth{{Name: "containerd-label", State: pinning.SourceStale, LastRefresh: at.Add(-time.Minute)}},
+	}
+	assert.NilError(t, testutil.GatherAndCompare(m.Registry(), strings.NewReader(`
+# HELP cri_dockerd_pinned_images Images pinned in the most recent pin evaluation, by source (an image counts once for each of its sources).
+# TYPE cri_dockerd_pinned_images gauge
+cri_dockerd_pinned_images{source="containerd-label"} 1
+cri_dockerd_pinned_images{source="pattern"} 2
+# HELP cri_dockerd_pin_evaluation_pinned_images Images pinned by any source in the most recent pin evaluation.
+# TYPE cri_dockerd_pin_evaluation_pinned_images gauge
+cri_dockerd_pin_evaluation_pinned_images 3
+# HELP cri_dockerd_pin_evaluation_timestamp_seconds When the most recent pin evaluation ran (absent before the first).
+# TYPE cri_dockerd_pin_evaluation_timestamp_seconds gauge
+cri_dockerd_pin_evaluation_timestamp_seconds 1.7e+09
+# HELP cri_dockerd_pin_source_state 1 for the state a pin source is in (healthy, stale, expired, never read), 0 for the others.
+# TYPE cri_dockerd_pin_source_state gauge
+cri_dockerd_pin_source_state{source="containerd-label",state="expired"} 0
+cri_dockerd_pin_source_state{source="containerd-label",state="healthy"} 0
+cri_dockerd_pin_source_state{source="containerd-label",state="never read"} 0
+cri_dockerd_pin_source_state{source="containerd-label",state="stale"} 1
+# HELP cri_dockerd_pin_source_last_refresh_timestamp_seconds When a pin source last answered (or its saved state was taken); its staleness is time() minus this.
+# TYPE cri_dockerd_pin_source_last_refresh_timestamp_seconds gauge
+cri_dockerd_pin_source_last_refresh_timestamp_seconds{source="containerd-label"} 1.69999994e+09
+`), "cri_dockerd_pinned_images", "cri_dockerd_pin_evaluation_pinned_images", "cri_dockerd_pin_evaluation_timestamp_seconds",
+		"cri_dockerd_pin_source_state", "cri_dockerd_pin_source_last_refresh_timestamp_seconds"))
+}
+
+// get returns the status and body of url.
+func get(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url) //nolint:noctx // a test against a loopback server of its own
+	assert.NilError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	assert.NilError(t, err)
+	return resp.StatusCode, string(b)
+}
+
+func TestListenServesMetricsAndPprofOnlyWhenAsked(t *testing.T) {
+	for _, withPprof := range []bool{false, true} {
+		m := New(Build{Version: "v", Commit: "c", UpstreamRelease: "0.4.3"})
+		srv, err := Listen("127.0.0.1:0", m, withPprof, logrus.New())
+		assert.NilError(t, err)
+		base := "http://" + srv.Addr().String()
+		code, body := get(t, base+"/metrics")
+		assert.Equal(t, code, http.StatusOK)
+		assert.Check(t, is.Contains(body, `cri_dockerd_build_info{commit="c",upstream_release="0.4.3",version="v"} 1`))
+		assert.Check(t, is.Contains(body, "go_goroutines "))
+		assert.Check(t, is.Contains(body, "process_start_time_seconds "))
+		code, _ = get(t, base+"/debug/pprof/")
+		want := http.StatusNotFound
+		if withPprof {
+			want = http.StatusOK
+		}
+		assert.Check(t, is.Equal(code, want), "pprof %v", withPprof)
+		assert.NilError(t, srv.Close())
+	}
+}
