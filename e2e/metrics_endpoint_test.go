@@ -100,7 +100,8 @@ func metricsAddr(t *testing.T, s *shim) string {
 
 // TestMetricsEndpoint: --metrics-address serves Prometheus metrics whose values follow the
 // traffic: per-method counts by gRPC code and latency histograms, the pin evaluation by
-// source; the build information; Go and process metrics; and pprof with --enable-pprof.
+// source; the image cache; the build information; Go and process metrics; and pprof with
+// --enable-pprof.
 func TestMetricsEndpoint(t *testing.T) {
 	pinnedID := importImage(t, "e2e/metrics-pinned:1")
 	importImage(t, "e2e/metrics-unpinned:1")
@@ -151,6 +152,16 @@ func TestMetricsEndpoint(t *testing.T) {
 	assert.Check(t, after.value("cri_dockerd_pinned_images", "source", "pinned-images") >= 1,
 		"pinned by source: %v", after["cri_dockerd_pinned_images"])
 	assert.Check(t, after.value("cri_dockerd_pin_evaluation_timestamp_seconds") > 0)
+
+	// The image cache (on by default) goes live and indexes at least our two images.
+	poll.WaitOn(t, func(poll.LogT) poll.Result {
+		if v := scrapeMetrics(t, base).value("cri_dockerd_image_cache_state", "state", "live"); v != 1 {
+			return poll.Continue("image cache not live yet")
+		}
+		return poll.Success()
+	})
+	assert.Check(t, after.value("cri_dockerd_image_cache_images") >= 2)
+	assert.Check(t, after.value("cri_dockerd_image_cache_resyncs_total") >= 1)
 
 	code, body := httpGet(t, base+"/debug/pprof/")
 	assert.Check(t, is.Equal(code, http.StatusOK))

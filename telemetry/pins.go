@@ -1,6 +1,8 @@
 package telemetry
 
 import (
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/dockpin/cri-dockerd/pinning"
@@ -23,9 +25,7 @@ type pinCollector struct {
 }
 
 func newPinCollector(p PinHealth) *pinCollector {
-	d := func(name, help string, labels ...string) *prometheus.Desc {
-		return prometheus.NewDesc(prometheus.BuildFQName(Namespace, "", name), help, labels, nil)
-	}
+	d := desc
 	return &pinCollector{
 		pins:        p,
 		images:      d("pin_evaluation_images", "Images in the most recent pin evaluation (ListImages or ImageStatus)."),
@@ -45,27 +45,44 @@ func (c *pinCollector) Describe(ch chan<- *prometheus.Desc) {
 
 func (c *pinCollector) Collect(ch chan<- prometheus.Metric) {
 	h := c.pins.Health()
-	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
-	}
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) { gauge(ch, d, v, labels...) }
 	gauge(c.images, float64(h.Images))
 	gauge(c.pinned, float64(h.Pinned))
 	for src, n := range h.PinnedBySource {
 		gauge(c.bySource, float64(n), src)
 	}
 	if !h.EvaluatedAt.IsZero() {
-		gauge(c.evaluatedAt, float64(h.EvaluatedAt.UnixNano())/1e9)
+		gauge(c.evaluatedAt, seconds(h.EvaluatedAt))
 	}
 	for _, s := range h.Sources {
-		for _, state := range pinning.SourceStates() {
-			v := 0.0
-			if s.State == state {
-				v = 1
-			}
-			gauge(c.sourceState, v, s.Name, state)
-		}
+		stateSet(ch, c.sourceState, s.State, pinning.SourceStates(), s.Name)
 		if !s.LastRefresh.IsZero() {
-			gauge(c.refreshed, float64(s.LastRefresh.UnixNano())/1e9, s.Name)
+			gauge(c.refreshed, seconds(s.LastRefresh), s.Name)
 		}
 	}
 }
+
+// desc describes the metric cri_dockerd_<name>.
+func desc(name, help string, labels ...string) *prometheus.Desc {
+	return prometheus.NewDesc(prometheus.BuildFQName(Namespace, "", name), help, labels, nil)
+}
+
+// gauge sends a gauge sample of d.
+func gauge(ch chan<- prometheus.Metric, d *prometheus.Desc, v float64, labels ...string) {
+	ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+}
+
+// stateSet sends d for each of states, 1 for current and 0 for the others; labels come
+// before the state label.
+func stateSet(ch chan<- prometheus.Metric, d *prometheus.Desc, current string, states []string, labels ...string) {
+	for _, st := range states {
+		v := 0.0
+		if st == current {
+			v = 1
+		}
+		gauge(ch, d, v, append(labels[:len(labels):len(labels)], st)...)
+	}
+}
+
+// seconds is t as a Unix timestamp in seconds.
+func seconds(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }

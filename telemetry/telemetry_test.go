@@ -12,6 +12,7 @@ import (
 	"gotest.tools/v3/assert"
 	is "gotest.tools/v3/assert/cmp"
 
+	"github.com/dockpin/cri-dockerd/core/imagecache"
 	"github.com/dockpin/cri-dockerd/pinning"
 )
 
@@ -65,7 +66,9 @@ cri_dockerd_pin_source_last_refresh_timestamp_seconds{source="containerd-label"}
 // get returns the status and body of url.
 func get(t *testing.T, url string) (int, string) {
 	t.Helper()
-	resp, err := http.Get(url) //nolint:noctx // a test against a loopback server of its own
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, url, nil)
+	assert.NilError(t, err)
+	resp, err := http.DefaultClient.Do(req)
 	assert.NilError(t, err)
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
@@ -92,4 +95,46 @@ func TestListenServesMetricsAndPprofOnlyWhenAsked(t *testing.T) {
 		assert.Check(t, is.Equal(code, want), "pprof %v", withPprof)
 		assert.NilError(t, srv.Close())
 	}
+}
+
+// fakeCache is an ImageCacheStats whose state the test sets.
+type fakeCache struct{ st imagecache.Stats }
+
+func (f *fakeCache) Stats() imagecache.Stats { return f.st }
+
+func TestImageCacheMetrics(t *testing.T) {
+	c := &fakeCache{st: imagecache.Stats{State: imagecache.StateStarting}}
+	m := New(Build{})
+	m.WatchImageCache(c)
+	names := []string{"cri_dockerd_image_cache_images", "cri_dockerd_image_cache_state", "cri_dockerd_image_cache_resyncs_total", "cri_dockerd_image_cache_last_resync_timestamp_seconds"}
+	assert.NilError(t, testutil.GatherAndCompare(m.Registry(), strings.NewReader(`
+# HELP cri_dockerd_image_cache_images Images in the image cache's index.
+# TYPE cri_dockerd_image_cache_images gauge
+cri_dockerd_image_cache_images 0
+# HELP cri_dockerd_image_cache_resyncs_total Full reconciliations of the index with the engine's image list.
+# TYPE cri_dockerd_image_cache_resyncs_total counter
+cri_dockerd_image_cache_resyncs_total 0
+# HELP cri_dockerd_image_cache_state 1 for the state the image cache is in (starting, live: answering from its index, fallback: calling the engine), 0 for the others.
+# TYPE cri_dockerd_image_cache_state gauge
+cri_dockerd_image_cache_state{state="fallback"} 0
+cri_dockerd_image_cache_state{state="live"} 0
+cri_dockerd_image_cache_state{state="starting"} 1
+`), names...))
+	c.st = imagecache.Stats{State: imagecache.StateLive, Images: 7, Resyncs: 2, LastResync: time.Unix(1700000000, 0)}
+	assert.NilError(t, testutil.GatherAndCompare(m.Registry(), strings.NewReader(`
+# HELP cri_dockerd_image_cache_images Images in the image cache's index.
+# TYPE cri_dockerd_image_cache_images gauge
+cri_dockerd_image_cache_images 7
+# HELP cri_dockerd_image_cache_last_resync_timestamp_seconds When the index was last reconciled with the engine (absent before the first).
+# TYPE cri_dockerd_image_cache_last_resync_timestamp_seconds gauge
+cri_dockerd_image_cache_last_resync_timestamp_seconds 1.7e+09
+# HELP cri_dockerd_image_cache_resyncs_total Full reconciliations of the index with the engine's image list.
+# TYPE cri_dockerd_image_cache_resyncs_total counter
+cri_dockerd_image_cache_resyncs_total 2
+# HELP cri_dockerd_image_cache_state 1 for the state the image cache is in (starting, live: answering from its index, fallback: calling the engine), 0 for the others.
+# TYPE cri_dockerd_image_cache_state gauge
+cri_dockerd_image_cache_state{state="fallback"} 0
+cri_dockerd_image_cache_state{state="live"} 1
+cri_dockerd_image_cache_state{state="starting"} 0
+`), names...))
 }

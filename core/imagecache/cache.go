@@ -85,7 +85,7 @@ const (
 )
 
 func (s state) String() string {
-	return [...]string{"starting", "live", "fallback"}[s]
+	return [...]string{StateStarting, StateLive, StateFallback}[s]
 }
 
 // Cache is a docker.Client whose image reads come from an event-driven index.

@@ -186,7 +186,7 @@ func run(opts *Options, log *logrus.Logger, hup <-chan os.Signal, wait engineWai
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", opts.RuntimeEndpoint, err)
 	}
-	metrics, err := serveMetrics(opts, pins, log)
+	metrics, err := serveMetrics(opts, pins, images.cache, log)
 	if err != nil {
 		return err
 	}
@@ -218,12 +218,16 @@ func (m *servedMetrics) registry() *telemetry.Metrics {
 }
 
 // serveMetrics serves the metrics (and pprof) on --metrics-address; nil when it is not set.
-func serveMetrics(opts *Options, pins telemetry.PinHealth, log logrus.FieldLogger) (*servedMetrics, error) {
+// cache is nil with --image-cache=false.
+func serveMetrics(opts *Options, pins telemetry.PinHealth, cache telemetry.ImageCacheStats, log logrus.FieldLogger) (*servedMetrics, error) {
 	if opts.MetricsAddress == "" {
 		return nil, nil
 	}
 	m := telemetry.New(telemetry.Build{Version: versionString(), Commit: shortCommit(), UpstreamRelease: upstreamRelease})
 	m.WatchPins(pins)
+	if cache != nil {
+		m.WatchImageCache(cache)
+	}
 	srv, err := telemetry.Listen(opts.MetricsAddress, m, opts.EnablePprof, log.WithField("component", "metrics"))
 	if err != nil {
 		return nil, fmt.Errorf("--metrics-address %s: %w", opts.MetricsAddress, err)
@@ -239,6 +243,8 @@ type engineImages struct {
 	// info is the cache's state for verbose Status.
 	info func() any
 	stop func()
+	// cache is the image cache, for metrics; nil when --image-cache=false.
+	cache telemetry.ImageCacheStats
 }
 
 func imageClient(opts *Options, engine docker.Client, log logrus.FieldLogger) engineImages {
@@ -254,7 +260,7 @@ func imageClient(opts *Options, engine docker.Client, log logrus.FieldLogger) en
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { cache.Run(ctx); close(done) }()
-	return engineImages{client: cache, info: func() any { return cache.CacheInfo() }, stop: func() { cancel(); <-done }}
+	return engineImages{client: cache, info: func() any { return cache.CacheInfo() }, stop: func() { cancel(); <-done }, cache: cache}
 }
 
 // pinEngine is the engine as pinning sees it: the /info read at start and image loads.
