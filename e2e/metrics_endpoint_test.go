@@ -59,17 +59,24 @@ func hasLabels(m *dto.Metric, kv []string) bool {
 	return true
 }
 
-// httpGet returns the status and body of a GET of url (a loopback address of the shim's).
-func httpGet(t *testing.T, url string) (int, string) {
+// httpDo sends a request to url with client and returns the status and body.
+func httpDo(t testing.TB, client *http.Client, method, url string) (int, []byte) {
 	t.Helper()
-	req, err := http.NewRequestWithContext(context.Background(), http.MethodGet, url, nil)
+	req, err := http.NewRequestWithContext(context.Background(), method, url, nil)
 	assert.NilError(t, err)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := client.Do(req)
 	assert.NilError(t, err)
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	assert.NilError(t, err)
-	return resp.StatusCode, string(b)
+	return resp.StatusCode, b
+}
+
+// httpGet returns the status and body of a GET of url (a loopback address of the shim's).
+func httpGet(t *testing.T, url string) (int, string) {
+	t.Helper()
+	code, b := httpDo(t, http.DefaultClient, http.MethodGet, url)
+	return code, string(b)
 }
 
 func scrapeMetrics(t *testing.T, base string) scrape {

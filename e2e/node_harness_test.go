@@ -8,7 +8,6 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -282,14 +281,7 @@ func (n *node) get(t *testing.T, path string) (int, []byte) {
 
 func (n *node) do(t *testing.T, method, path string) (int, []byte) {
 	t.Helper()
-	req, err := http.NewRequest(method, "https://127.0.0.1:"+n.port+path, nil)
-	assert.NilError(t, err)
-	resp, err := n.client.Do(req)
-	assert.NilError(t, err)
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	assert.NilError(t, err)
-	return resp.StatusCode, b
+	return httpDo(t, n.client, method, "https://127.0.0.1:"+n.port+path)
 }
 
 // kubeletLogLines are the lines of kubelet's log that match re.
