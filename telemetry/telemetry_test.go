@@ -138,3 +138,20 @@ cri_dockerd_image_cache_state{state="live"} 1
 cri_dockerd_image_cache_state{state="starting"} 0
 `), names...))
 }
+
+// fakeStreams is an OpenSessions with fixed counts.
+type fakeStreams map[string]int64
+
+func (f fakeStreams) OpenSessions() map[string]int64 { return f }
+
+func TestStreamingMetrics(t *testing.T) {
+	m := New(Build{})
+	m.WatchStreaming(fakeStreams{"exec": 2, "attach": 0, "portforward": 1})
+	assert.NilError(t, testutil.GatherAndCompare(m.Registry(), strings.NewReader(`
+# HELP cri_dockerd_streaming_sessions Streaming sessions running now, by kind (exec, attach, portforward).
+# TYPE cri_dockerd_streaming_sessions gauge
+cri_dockerd_streaming_sessions{kind="attach"} 0
+cri_dockerd_streaming_sessions{kind="exec"} 2
+cri_dockerd_streaming_sessions{kind="portforward"} 1
+`), "cri_dockerd_streaming_sessions"))
+}

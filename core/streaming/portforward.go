@@ -22,7 +22,7 @@ const dialTimeout = 5 * time.Second
 // input half-closes the connection to the pod, and the pod's end of output ends the
 // forward. The library closes stream when PortForward returns.
 func (r *runtime) PortForward(ctx context.Context, podSandboxID string, port int32, stream io.ReadWriteCloser) error {
-	ctx, done, err := r.start(ctx)
+	ctx, done, err := r.start(ctx, SessionPortForward)
 	if err != nil {
 		return err
 	}

@@ -24,15 +24,18 @@ type runtime struct {
 // start registers a stream with the server and returns a context that also ends
 // when the server closes (the library passes a background context to
 // port-forwards); done must be called when the stream ends.
-func (r *runtime) start(ctx context.Context) (context.Context, func(), error) {
+func (r *runtime) start(ctx context.Context, kind string) (context.Context, func(), error) {
 	if !r.s.begin() {
 		return nil, nil, fmt.Errorf("streaming server is shutting down: %w", cerrdefs.ErrUnavailable)
 	}
+	open := r.s.open[kind]
+	open.Add(1)
 	ctx, cancel := context.WithCancel(ctx)
 	stop := context.AfterFunc(r.s.ctx, cancel)
 	return ctx, func() {
 		stop()
 		cancel()
+		open.Add(-1)
 		r.s.active.Done()
 	}, nil
 }
@@ -41,7 +44,7 @@ func (r *runtime) start(ctx context.Context) (context.Context, func(), error) {
 // with a non-zero status returns a utilexec.CodeExitError, which the library sends
 // to the client as the exit code (kubectl and crictl exit with it).
 func (r *runtime) Exec(ctx context.Context, containerID string, cmd []string, in io.Reader, out, errOut io.WriteCloser, tty bool, resize <-chan remotecommand.TerminalSize) error {
-	ctx, done, err := r.start(ctx)
+	ctx, done, err := r.start(ctx, SessionExec)
 	if err != nil {
 		return err
 	}
@@ -78,7 +81,7 @@ func (r *runtime) Exec(ctx context.Context, containerID string, cmd []string, in
 // output ends or the client goes away. tty is the request's (kubelet sets it from
 // the container's configuration).
 func (r *runtime) Attach(ctx context.Context, containerID string, in io.Reader, out, errOut io.WriteCloser, tty bool, resize <-chan remotecommand.TerminalSize) error {
-	ctx, done, err := r.start(ctx)
+	ctx, done, err := r.start(ctx, SessionAttach)
 	if err != nil {
 		return err
 	}

@@ -11,6 +11,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -57,6 +58,27 @@ type Server struct {
 	conns map[*trackedConn]struct{}
 	// active counts running handlers and runtime calls; Close waits for them.
 	active sync.WaitGroup
+	// open counts the streams running, by kind (SessionKinds); the map is not changed after New.
+	open map[string]*atomic.Int64
+}
+
+// The kinds of streaming session.
+const (
+	SessionExec        = "exec"
+	SessionAttach      = "attach"
+	SessionPortForward = "portforward"
+)
+
+// SessionKinds lists the kinds of streaming session.
+func SessionKinds() []string { return []string{SessionExec, SessionAttach, SessionPortForward} }
+
+// OpenSessions returns the number of streams running now, by kind.
+func (s *Server) OpenSessions() map[string]int64 {
+	out := make(map[string]int64, len(s.open))
+	for k, n := range s.open {
+		out[k] = n.Load()
+	}
+	return out
 }
 
 // New validates cfg, listens on its address (so that the URLs carry the actual
@@ -78,6 +100,10 @@ func New(cfg Config, engine Engine, log logrus.FieldLogger) (*Server, error) {
 		ctx:    ctx,
 		cancel: cancel,
 		conns:  map[*trackedConn]struct{}{},
+		open:   map[string]*atomic.Int64{},
+	}
+	for _, k := range SessionKinds() {
+		s.open[k] = new(atomic.Int64)
 	}
 	s.ln = &trackingListener{Listener: ln, s: s}
 

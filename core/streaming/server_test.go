@@ -359,8 +359,16 @@ func TestServerExecEndsWhenClientGoes(t *testing.T) {
 	addContainer(t, engine, "c1", docker.StateRunning, 1)
 	s := newTestServer(t, engine)
 	conn := startSleepingExec(t, s, engine)
+	assert.Check(t, is.DeepEqual(s.OpenSessions(), map[string]int64{SessionExec: 1, SessionAttach: 0, SessionPortForward: 0}))
 	assert.NilError(t, conn.Close())
 	waitExecs(t, engine, 0)
+	// The session counts as open until its handler returns, just after the engine call.
+	poll.WaitOn(t, func(poll.LogT) poll.Result {
+		if n := s.OpenSessions()[SessionExec]; n != 0 {
+			return poll.Continue("%d exec sessions open", n)
+		}
+		return poll.Success()
+	}, poll.WithTimeout(10*time.Second), poll.WithDelay(5*time.Millisecond))
 }
 
 // startSleepingExec opens an exec of "sleep" in container c1 (blocked until the

@@ -186,7 +186,7 @@ func run(opts *Options, log *logrus.Logger, hup <-chan os.Signal, wait engineWai
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", opts.RuntimeEndpoint, err)
 	}
-	metrics, err := serveMetrics(opts, pins, images.cache, log)
+	metrics, err := serveMetrics(opts, watched{pins: pins, cache: images.cache, streams: streams}, log)
 	if err != nil {
 		return err
 	}
@@ -217,17 +217,25 @@ func (m *servedMetrics) registry() *telemetry.Metrics {
 	return m.metrics
 }
 
+// watched are the parts whose state the metrics show.
+type watched struct {
+	pins telemetry.PinHealth
+	// cache is nil with --image-cache=false.
+	cache   telemetry.ImageCacheStats
+	streams telemetry.OpenSessions
+}
+
 // serveMetrics serves the metrics (and pprof) on --metrics-address; nil when it is not set.
-// cache is nil with --image-cache=false.
-func serveMetrics(opts *Options, pins telemetry.PinHealth, cache telemetry.ImageCacheStats, log logrus.FieldLogger) (*servedMetrics, error) {
+func serveMetrics(opts *Options, w watched, log logrus.FieldLogger) (*servedMetrics, error) {
 	if opts.MetricsAddress == "" {
 		return nil, nil
 	}
 	m := telemetry.New(telemetry.Build{Version: versionString(), Commit: shortCommit(), UpstreamRelease: upstreamRelease})
-	m.WatchPins(pins)
-	if cache != nil {
-		m.WatchImageCache(cache)
+	m.WatchPins(w.pins)
+	if w.cache != nil {
+		m.WatchImageCache(w.cache)
 	}
+	m.WatchStreaming(w.streams)
 	srv, err := telemetry.Listen(opts.MetricsAddress, m, opts.EnablePprof, log.WithField("component", "metrics"))
 	if err != nil {
 		return nil, fmt.Errorf("--metrics-address %s: %w", opts.MetricsAddress, err)
