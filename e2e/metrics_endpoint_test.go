@@ -176,3 +176,27 @@ func TestMetricsEndpoint(t *testing.T) {
 	assert.Check(t, is.Equal(code, http.StatusOK))
 	assert.Check(t, is.Contains(body, "goroutine"))
 }
+
+// TestMetricsProxy: the pin proxy serves metrics too: the RPCs it forwards, counted by method
+// and code, and its own pins.
+func TestMetricsProxy(t *testing.T) {
+	importImage(t, "e2e/metrics-proxy:1")
+	be := startShim(t)
+	p := startProxy(t, be, "--metrics-address", "127.0.0.1:0", "--pinned-images", "e2e/metrics-proxy:1")
+	base := "http://" + metricsAddr(t, p)
+	ctx := context.Background()
+
+	before := scrapeMetrics(t, base)
+	_, err := p.img.ListImages(ctx, &runtimeapi.ListImagesRequest{})
+	assert.NilError(t, err)
+	_, err = p.rt.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: "no-such-container"})
+	assert.Check(t, err != nil)
+	after := scrapeMetrics(t, base)
+	delta := func(metric string, labels ...string) float64 {
+		return after.value(metric, labels...) - before.value(metric, labels...)
+	}
+	assert.Check(t, is.Equal(delta("grpc_server_handled_total", "grpc_method", "ListImages", "grpc_code", "OK"), 1.0))
+	assert.Check(t, is.Equal(delta("grpc_server_handled_total", "grpc_method", "ContainerStatus", "grpc_code", "NotFound"), 1.0))
+	assert.Check(t, after.value("cri_dockerd_pinned_images", "source", "pinned-images") >= 1)
+	assert.Check(t, after["cri_dockerd_streaming_sessions"] == nil, "the proxy forwards streams: it has no sessions of its own")
+}

@@ -221,7 +221,8 @@ func (m *servedMetrics) registry() *telemetry.Metrics {
 type watched struct {
 	pins telemetry.PinHealth
 	// cache is nil with --image-cache=false.
-	cache   telemetry.ImageCacheStats
+	cache telemetry.ImageCacheStats
+	// streams is nil in the pin proxy, which forwards streaming to its backend.
 	streams telemetry.OpenSessions
 }
 
@@ -235,7 +236,9 @@ func serveMetrics(opts *Options, w watched, log logrus.FieldLogger) (*servedMetr
 	if w.cache != nil {
 		m.WatchImageCache(w.cache)
 	}
-	m.WatchStreaming(w.streams)
+	if w.streams != nil {
+		m.WatchStreaming(w.streams)
+	}
 	srv, err := telemetry.Listen(opts.MetricsAddress, m, opts.EnablePprof, log.WithField("component", "metrics"))
 	if err != nil {
 		return nil, fmt.Errorf("--metrics-address %s: %w", opts.MetricsAddress, err)

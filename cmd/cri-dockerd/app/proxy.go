@@ -35,7 +35,17 @@ func runProxy(opts *Options, engine docker.Client, pins *pinning.Setup, log *log
 	// it as a stream (the proxy's unknown-service handler), never bounded by the
 	// request timeout: the caller's deadline travels to the backend.
 	ic := &interceptor{log: log, timeout: opts.requestTimeout()}
-	srv := grpc.NewServer(append(p.ServerOptions(), grpc.ChainStreamInterceptor(ic.stream))...)
+	streams := []grpc.StreamServerInterceptor{ic.stream}
+	metrics, err := serveMetrics(opts, watched{pins: pins, cache: images.cache}, log)
+	if err != nil {
+		return err
+	}
+	if m := metrics.registry(); m != nil {
+		defer func() { _ = metrics.server.Close() }()
+		_, counted := m.Instrument()
+		streams = append([]grpc.StreamServerInterceptor{counted}, streams...)
+	}
+	srv := grpc.NewServer(append(p.ServerOptions(), grpc.ChainStreamInterceptor(streams...))...)
 	log.WithField("endpoint", opts.RuntimeEndpoint).WithField("backend", opts.PinProxyBackend).
 		Info("serving the CRI as the pin proxy")
 	return serve(serving{srv: srv, lis: lis, timeout: opts.requestTimeout(), hup: hup, reload: pins.ReloadLogged}, log)
