@@ -10,6 +10,7 @@ import (
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sirupsen/logrus"
 	logtest "github.com/sirupsen/logrus/hooks/test"
 	"google.golang.org/grpc"
@@ -18,9 +19,11 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/test/bufconn"
 	"gotest.tools/v3/assert"
+	is "gotest.tools/v3/assert/cmp"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/dockpin/cri-dockerd/logctx"
+	"github.com/dockpin/cri-dockerd/telemetry"
 )
 
 func TestInterceptorConvertsErrdefsOnce(t *testing.T) {
@@ -112,10 +115,11 @@ func (panicky) Version(context.Context, *runtimeapi.VersionRequest) (*runtimeapi
 	return &runtimeapi.VersionResponse{RuntimeName: "test"}, nil
 }
 
-func TestServerRecoversPanickingHandler(t *testing.T) {
-	log, hook := logtest.NewNullLogger()
+// serveBuf serves srv on an in-memory listener until the test ends and returns a client
+// connection to it.
+func serveBuf(t *testing.T, srv *grpc.Server) *grpc.ClientConn {
+	t.Helper()
 	lis := bufconn.Listen(1 << 20)
-	srv := newGRPCServer(panicky{}, log, time.Minute, nil)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(lis) }()
 	t.Cleanup(func() {
@@ -127,11 +131,17 @@ func TestServerRecoversPanickingHandler(t *testing.T) {
 		grpc.WithTransportCredentials(insecure.NewCredentials()))
 	assert.NilError(t, err)
 	t.Cleanup(func() { _ = conn.Close() })
+	return conn
+}
+
+func TestServerRecoversPanickingHandler(t *testing.T) {
+	log, hook := logtest.NewNullLogger()
+	conn := serveBuf(t, newGRPCServer(panicky{}, log, time.Minute, nil))
 	images := runtimeapi.NewImageServiceClient(conn)
 	runtime := runtimeapi.NewRuntimeServiceClient(conn)
 	ctx := context.Background()
 
-	_, err = images.ListImages(ctx, &runtimeapi.ListImagesRequest{})
+	_, err := images.ListImages(ctx, &runtimeapi.ListImagesRequest{})
 	assert.Equal(t, status.Code(err), codes.Internal, "%v", err)
 	assert.Check(t, strings.Contains(status.Convert(err).Message(), "ListImages"), status.Convert(err).Message())
 	panics := panicEntries(hook)
@@ -162,4 +172,52 @@ func panicEntries(hook *logtest.Hook) []logrus.Entry {
 		}
 	}
 	return out
+}
+
+// handled is grpc_server_handled_total for method and code in reg.
+func handled(t *testing.T, reg prometheus.Gatherer, method, code string) float64 {
+	t.Helper()
+	fams, err := reg.Gather()
+	assert.NilError(t, err)
+	for _, f := range fams {
+		if f.GetName() != "grpc_server_handled_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["grpc_method"] == method && labels["grpc_code"] == code {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	return 0
+}
+
+// TestServerCountsRPCs: with metrics, every RPC is counted by method and by the code the
+// client got, after our interceptor's recovery and conversion (a panic counts as Internal).
+func TestServerCountsRPCs(t *testing.T) {
+	log, _ := logtest.NewNullLogger()
+	m := telemetry.New(telemetry.Build{})
+	conn := serveBuf(t, newGRPCServer(panicky{}, log, time.Minute, m))
+	images := runtimeapi.NewImageServiceClient(conn)
+	runtime := runtimeapi.NewRuntimeServiceClient(conn)
+	ctx := context.Background()
+
+	assert.Check(t, is.Equal(handled(t, m.Registry(), "Version", "OK"), 0.0))
+	for range 2 {
+		_, err := runtime.Version(ctx, &runtimeapi.VersionRequest{})
+		assert.NilError(t, err)
+	}
+	_, err := images.ListImages(ctx, &runtimeapi.ListImagesRequest{})
+	assert.Equal(t, status.Code(err), codes.Internal)
+	_, err = images.ImageStatus(ctx, &runtimeapi.ImageStatusRequest{})
+	assert.Equal(t, status.Code(err), codes.Unimplemented)
+
+	assert.Check(t, is.Equal(handled(t, m.Registry(), "Version", "OK"), 2.0))
+	assert.Check(t, is.Equal(handled(t, m.Registry(), "ListImages", "Internal"), 1.0))
+	assert.Check(t, is.Equal(handled(t, m.Registry(), "ListImages", "OK"), 0.0))
+	assert.Check(t, is.Equal(handled(t, m.Registry(), "ImageStatus", "Unimplemented"), 1.0))
 }
