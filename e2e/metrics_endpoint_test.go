@@ -170,6 +170,7 @@ func TestMetricsEndpoint(t *testing.T) {
 	assert.Check(t, after.value("cri_dockerd_image_cache_images") >= 2)
 	assert.Check(t, after.value("cri_dockerd_image_cache_resyncs_total") >= 1)
 	assert.Check(t, after["cri_dockerd_streaming_sessions"] != nil)
+	assert.Check(t, after["cri_dockerd_log_lines_written_total"] != nil)
 	assert.Check(t, is.Equal(after.value("cri_dockerd_streaming_sessions", "kind", "exec"), 0.0))
 
 	code, body := httpGet(t, base+"/debug/pprof/")

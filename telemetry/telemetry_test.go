@@ -13,6 +13,7 @@ import (
 	is "gotest.tools/v3/assert/cmp"
 
 	"github.com/dockpin/cri-dockerd/core/imagecache"
+	"github.com/dockpin/cri-dockerd/core/logs"
 	"github.com/dockpin/cri-dockerd/pinning"
 )
 
@@ -154,4 +155,28 @@ cri_dockerd_streaming_sessions{kind="attach"} 0
 cri_dockerd_streaming_sessions{kind="exec"} 2
 cri_dockerd_streaming_sessions{kind="portforward"} 1
 `), "cri_dockerd_streaming_sessions"))
+}
+
+// fakeLogs is a LogStats with fixed totals.
+type fakeLogs logs.Stats
+
+func (f fakeLogs) Stats() logs.Stats { return logs.Stats(f) }
+
+func TestLogMetrics(t *testing.T) {
+	m := New(Build{})
+	m.WatchLogs(fakeLogs{Copying: 4, Lines: 10, Bytes: 1000, Dropped: 2})
+	assert.NilError(t, testutil.GatherAndCompare(m.Registry(), strings.NewReader(`
+# HELP cri_dockerd_log_copiers Containers whose engine log is being copied into their CRI log file now.
+# TYPE cri_dockerd_log_copiers gauge
+cri_dockerd_log_copiers 4
+# HELP cri_dockerd_log_bytes_written_total Bytes of CRI log lines written.
+# TYPE cri_dockerd_log_bytes_written_total counter
+cri_dockerd_log_bytes_written_total 1000
+# HELP cri_dockerd_log_lines_dropped_total CRI log lines that could not be written (a full disk, say).
+# TYPE cri_dockerd_log_lines_dropped_total counter
+cri_dockerd_log_lines_dropped_total 2
+# HELP cri_dockerd_log_lines_written_total CRI log lines (full or partial) written.
+# TYPE cri_dockerd_log_lines_written_total counter
+cri_dockerd_log_lines_written_total 10
+`), "cri_dockerd_log_copiers", "cri_dockerd_log_lines_written_total", "cri_dockerd_log_bytes_written_total", "cri_dockerd_log_lines_dropped_total"))
 }

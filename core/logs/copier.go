@@ -29,6 +29,8 @@ type copier struct {
 	finished bool
 	// warnedMalformed limits the warning about messages without a timestamp to one.
 	warnedMalformed atomic.Bool
+	// counts are the Manager's totals.
+	counts *counters
 
 	// mu is held by the stream parsers while they parse and write, serialising
 	// writes to the file (one line at a time from either stream); it guards the
@@ -142,6 +144,7 @@ func (c *copier) writeLocked(ts time.Time, stream string, partial bool, content 
 	}
 	c.buf = appendCRILine(c.buf, ts, stream, partial, content)
 	n, err := c.f.Write(c.buf)
+	c.counts.written(n, err)
 	switch {
 	case err != nil:
 		if n > 0 {

@@ -93,6 +93,9 @@ type Manager struct {
 	open    opener
 	records *records
 
+	// counts are the lines and bytes every copier wrote or dropped.
+	counts *counters
+
 	mu      sync.Mutex
 	closed  bool
 	copiers map[string]*copier
@@ -103,7 +106,7 @@ type Manager struct {
 func NewManager(src Source, cfg Config, log logrus.FieldLogger) *Manager {
 	return &Manager{
 		src: src, cfg: cfg.withDefaults(), log: logctx.OrDiscard(log), copiers: map[string]*copier{},
-		records: newRecords(cfg.StateDir),
+		records: newRecords(cfg.StateDir), counts: &counters{},
 	}
 }
 
@@ -167,6 +170,7 @@ func (m *Manager) Start(ctx context.Context, id string) error {
 		done:   make(chan struct{}),
 		f:      f,
 		last:   last,
+		counts: m.counts,
 	}
 	m.copiers[id] = c
 	if last.ts.IsZero() {

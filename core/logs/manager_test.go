@@ -16,6 +16,7 @@ import (
 	"github.com/containerd/errdefs"
 	"github.com/sirupsen/logrus"
 	"gotest.tools/v3/assert"
+	is "gotest.tools/v3/assert/cmp"
 	"gotest.tools/v3/poll"
 
 	"github.com/dockpin/cri-dockerd/core/docker"
@@ -140,6 +141,9 @@ func TestManagerCopiesLog(t *testing.T) {
 				waitDone(t, m, "c1")
 				assert.Equal(t, readFile(t, path), tc.want)
 				readCRI(t, path)
+				assert.Check(t, is.DeepEqual(m.Stats(), Stats{
+					Lines: int64(strings.Count(tc.want, "\n")), Bytes: int64(len(tc.want)),
+				}))
 
 				fi, err := os.Stat(path)
 				assert.NilError(t, err)

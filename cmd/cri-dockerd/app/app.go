@@ -186,7 +186,7 @@ func run(opts *Options, log *logrus.Logger, hup <-chan os.Signal, wait engineWai
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", opts.RuntimeEndpoint, err)
 	}
-	metrics, err := serveMetrics(opts, watched{pins: pins, cache: images.cache, streams: streams}, log)
+	metrics, err := serveMetrics(opts, watched{pins: pins, cache: images.cache, streams: streams, logs: logCopier}, log)
 	if err != nil {
 		return err
 	}
@@ -222,8 +222,10 @@ type watched struct {
 	pins telemetry.PinHealth
 	// cache is nil with --image-cache=false.
 	cache telemetry.ImageCacheStats
-	// streams is nil in the pin proxy, which forwards streaming to its backend.
+	// streams and logs are nil in the pin proxy, which forwards streaming and container
+	// creation to its backend.
 	streams telemetry.OpenSessions
+	logs    telemetry.LogStats
 }
 
 // serveMetrics serves the metrics (and pprof) on --metrics-address; nil when it is not set.
@@ -238,6 +240,9 @@ func serveMetrics(opts *Options, w watched, log logrus.FieldLogger) (*servedMetr
 	}
 	if w.streams != nil {
 		m.WatchStreaming(w.streams)
+	}
+	if w.logs != nil {
+		m.WatchLogs(w.logs)
 	}
 	srv, err := telemetry.Listen(opts.MetricsAddress, m, opts.EnablePprof, log.WithField("component", "metrics"))
 	if err != nil {
