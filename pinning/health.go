@@ -1,6 +1,9 @@
 package pinning
 
-import "time"
+import (
+	"cmp"
+	"time"
+)
 
 // The states of a pin source, as crictl info and the metrics name them.
 const (
@@ -13,6 +16,10 @@ const (
 	// SourceNeverRead: it never answered and nothing was saved: ListImages refuses.
 	SourceNeverRead = "never read"
 )
+
+// PreloadPinsNothing is Health's origin of a preload archive that neither loaded nor was
+// ever loaded before: it pins nothing.
+const PreloadPinsNothing = "none"
 
 // SourceStates lists every state a source can be in.
 func SourceStates() []string {
@@ -30,6 +37,10 @@ type Health struct {
 	PinnedBySource map[string]int
 	// Sources is the state of every extra source (containerd labels, say).
 	Sources []SourceHealth
+	// PreloadArchives and PreloadRefs count the preload archives of this start and the
+	// references they pin, by origin (OriginLoaded, OriginManifest: it failed to load,
+	// OriginSaved: it could not be read, PreloadPinsNothing: nor ever loaded).
+	PreloadArchives, PreloadRefs map[string]int
 }
 
 // SourceHealth is one source's state.
@@ -45,7 +56,12 @@ type SourceHealth struct {
 // Health returns the state of pinning now.
 func (p *Pinner) Health() Health {
 	now := p.now()
-	h := Health{PinnedBySource: map[string]int{}}
+	h := Health{PinnedBySource: map[string]int{}, PreloadArchives: map[string]int{}, PreloadRefs: map[string]int{}}
+	for _, pre := range p.cfg.Preloaded {
+		origin := cmp.Or(pre.Origin, PreloadPinsNothing)
+		h.PreloadArchives[origin]++
+		h.PreloadRefs[origin] += len(pre.Refs)
+	}
 	if st := p.lastEval.Load(); st != nil {
 		h.EvaluatedAt, h.Images, h.Pinned = st.at, st.images, st.pinned
 		for k, v := range st.bySource {

@@ -38,3 +38,16 @@ func TestHealth(t *testing.T) {
 	assert.Check(t, is.Equal(sourceInfo(t, p)["state"], SourceStale))
 	assert.Check(t, h.Sources[0].LastRefresh.Equal(refreshed), "the last good answer, not the last attempt")
 }
+
+func TestHealthPreload(t *testing.T) {
+	cfg := emptyConfig()
+	cfg.Preloaded = []Preloaded{
+		{Tarball: "a.tar", Refs: []string{"busybox:1.36", "alpine:3"}, Origin: OriginLoaded},
+		{Tarball: "b.tar", Refs: []string{"nginx:1"}, Origin: OriginManifest, Failed: "no space left"},
+		{Tarball: "c.tar", Failed: "truncated"},
+	}
+	p, _, _ := newTestPinner(t, cfg)
+	h := p.Health()
+	assert.Check(t, is.DeepEqual(h.PreloadArchives, map[string]int{OriginLoaded: 1, OriginManifest: 1, PreloadPinsNothing: 1}))
+	assert.Check(t, is.DeepEqual(h.PreloadRefs, map[string]int{OriginLoaded: 2, OriginManifest: 1, PreloadPinsNothing: 0}))
+}

@@ -22,23 +22,26 @@ func (m *Metrics) WatchPins(p PinHealth) {
 type pinCollector struct {
 	pins                                                          PinHealth
 	images, pinned, bySource, evaluatedAt, sourceState, refreshed *prometheus.Desc
+	preloadArchives, preloadRefs                                  *prometheus.Desc
 }
 
 func newPinCollector(p PinHealth) *pinCollector {
 	d := desc
 	return &pinCollector{
-		pins:        p,
-		images:      d("pin_evaluation_images", "Images in the most recent pin evaluation (ListImages or ImageStatus)."),
-		pinned:      d("pin_evaluation_pinned_images", "Images pinned by any source in the most recent pin evaluation."),
-		bySource:    d("pinned_images", "Images pinned in the most recent pin evaluation, by source (an image counts once for each of its sources).", "source"),
-		evaluatedAt: d("pin_evaluation_timestamp_seconds", "When the most recent pin evaluation ran (absent before the first)."),
-		sourceState: d("pin_source_state", "1 for the state a pin source is in (healthy, stale, expired, never read), 0 for the others.", "source", "state"),
-		refreshed:   d("pin_source_last_refresh_timestamp_seconds", "When a pin source last answered (or its saved state was taken); its staleness is time() minus this.", "source"),
+		pins:            p,
+		images:          d("pin_evaluation_images", "Images in the most recent pin evaluation (ListImages or ImageStatus)."),
+		pinned:          d("pin_evaluation_pinned_images", "Images pinned by any source in the most recent pin evaluation."),
+		bySource:        d("pinned_images", "Images pinned in the most recent pin evaluation, by source (an image counts once for each of its sources).", "source"),
+		evaluatedAt:     d("pin_evaluation_timestamp_seconds", "When the most recent pin evaluation ran (absent before the first)."),
+		sourceState:     d("pin_source_state", "1 for the state a pin source is in (healthy, stale, expired, never read), 0 for the others.", "source", "state"),
+		refreshed:       d("pin_source_last_refresh_timestamp_seconds", "When a pin source last answered (or its saved state was taken); its staleness is time() minus this.", "source"),
+		preloadArchives: d("preload_archives", "Preload archives of this start, by where their pins come from (loaded; manifest: not loaded, read; saved: unreadable, as at their last good load; none: pinning nothing).", "origin"),
+		preloadRefs:     d("preload_pinned_refs", "References the preload archives pin, by origin (as cri_dockerd_preload_archives).", "origin"),
 	}
 }
 
 func (c *pinCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.images, c.pinned, c.bySource, c.evaluatedAt, c.sourceState, c.refreshed} {
+	for _, d := range []*prometheus.Desc{c.images, c.pinned, c.bySource, c.evaluatedAt, c.sourceState, c.refreshed, c.preloadArchives, c.preloadRefs} {
 		ch <- d
 	}
 }
@@ -53,6 +56,10 @@ func (c *pinCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	if !h.EvaluatedAt.IsZero() {
 		gauge(c.evaluatedAt, seconds(h.EvaluatedAt))
+	}
+	for origin, n := range h.PreloadArchives {
+		gauge(c.preloadArchives, float64(n), origin)
+		gauge(c.preloadRefs, float64(h.PreloadRefs[origin]), origin)
 	}
 	for _, s := range h.Sources {
 		stateSet(ch, c.sourceState, s.State, pinning.SourceStates(), s.Name)

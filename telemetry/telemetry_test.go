@@ -37,8 +37,10 @@ cri_dockerd_pin_evaluation_images 0
 	at := time.Unix(1700000000, 0)
 	pins.h = pinning.Health{
 		EvaluatedAt: at, Images: 12, Pinned: 3,
-		PinnedBySource: map[string]int{"pattern": 2, "containerd-label": 1},
-		Sources:        []pinning.SourceHealth{{Name: "containerd-label", State: pinning.SourceStale, LastRefresh: at.Add(-time.Minute)}},
+		PinnedBySource:  map[string]int{"pattern": 2, "containerd-label": 1},
+		Sources:         []pinning.SourceHealth{{Name: "containerd-label", State: pinning.SourceStale, LastRefresh: at.Add(-time.Minute)}},
+		PreloadArchives: map[string]int{pinning.OriginLoaded: 2, pinning.OriginSaved: 1},
+		PreloadRefs:     map[string]int{pinning.OriginLoaded: 5, pinning.OriginSaved: 1},
 	}
 	assert.NilError(t, testutil.GatherAndCompare(m.Registry(), strings.NewReader(`
 # HELP cri_dockerd_pinned_images Images pinned in the most recent pin evaluation, by source (an image counts once for each of its sources).
@@ -60,8 +62,17 @@ cri_dockerd_pin_source_state{source="containerd-label",state="stale"} 1
 # HELP cri_dockerd_pin_source_last_refresh_timestamp_seconds When a pin source last answered (or its saved state was taken); its staleness is time() minus this.
 # TYPE cri_dockerd_pin_source_last_refresh_timestamp_seconds gauge
 cri_dockerd_pin_source_last_refresh_timestamp_seconds{source="containerd-label"} 1.69999994e+09
+# HELP cri_dockerd_preload_archives Preload archives of this start, by where their pins come from (loaded; manifest: not loaded, read; saved: unreadable, as at their last good load; none: pinning nothing).
+# TYPE cri_dockerd_preload_archives gauge
+cri_dockerd_preload_archives{origin="loaded"} 2
+cri_dockerd_preload_archives{origin="saved"} 1
+# HELP cri_dockerd_preload_pinned_refs References the preload archives pin, by origin (as cri_dockerd_preload_archives).
+# TYPE cri_dockerd_preload_pinned_refs gauge
+cri_dockerd_preload_pinned_refs{origin="loaded"} 5
+cri_dockerd_preload_pinned_refs{origin="saved"} 1
 `), "cri_dockerd_pinned_images", "cri_dockerd_pin_evaluation_pinned_images", "cri_dockerd_pin_evaluation_timestamp_seconds",
-		"cri_dockerd_pin_source_state", "cri_dockerd_pin_source_last_refresh_timestamp_seconds"))
+		"cri_dockerd_pin_source_state", "cri_dockerd_pin_source_last_refresh_timestamp_seconds",
+		"cri_dockerd_preload_archives", "cri_dockerd_preload_pinned_refs"))
 }
 
 // get returns the status and body of url.
