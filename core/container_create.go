@@ -32,6 +32,9 @@ func (s *Service) CreateContainer(ctx context.Context, req *runtimeapi.CreateCon
 		return nil, err
 	}
 	spec.Runtime = sb.Runtime // the pod's runtime handler
+	if dir, p := sbCfg.GetLogDirectory(), cfg.GetLogPath(); dir != "" && p != "" && s.deps.Logs != nil {
+		spec.LogConfig = s.engineLogConfig(ctx)
+	}
 	id, err := s.createContainer(ctx, spec)
 	if err != nil {
 		return nil, fmt.Errorf("create container %s: %w", spec.Name, err)

@@ -43,6 +43,9 @@ type Config struct {
 	CredentialFiles []string
 	// SandboxImage is --pod-infra-container-image, the image of every sandbox's pause container.
 	SandboxImage string
+	// EngineLog bounds the engine's own copy of the output of containers whose output
+	// the log copier keeps in a CRI log file.
+	EngineLog EngineLogLimits
 }
 
 // Deps are the parts the service calls: the engine, the pinner and the node's

@@ -162,3 +162,73 @@ func TestDockerBridgePod(t *testing.T) {
 	waitHTTP(t, "http://"+net.JoinHostPort(ip.String(), "8080")+"/")
 	waitHTTP(t, "http://127.0.0.1:18083/") // published by the engine
 }
+
+// TestEngineLogBounded: with --engine-log-max-size, the engine keeps at most max-file files of
+// a container's output, while the CRI log file (the one kubelet reads) gets every line across the
+// engine's rotations under a fast writer; without it, the engine keeps a second full copy. Logs the
+// bytes on disk of each copy per MiB of CRI log.
+func TestEngineLogBounded(t *testing.T) {
+	pauseImage(t)
+	const maxSize = 256 << 10
+	for _, tc := range []struct {
+		name   string
+		flags  []string
+		bounds bool
+	}{
+		{name: "bounded", flags: []string{"--engine-log-max-size", "256k", "--engine-log-max-files", "2"}, bounds: true},
+		{name: "engine's configuration", flags: []string{"--engine-log-max-size", ""}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := startShim(t, append([]string{"--pod-infra-container-image", pauseRef}, tc.flags...)...)
+			ctx := context.Background()
+			pod := podConfig("enginelog")
+			pod.LogDirectory = t.TempDir()
+			podID := runPod(t, s, pod)
+			t.Cleanup(func() { stopAndRemovePod(t, s, podID) })
+			id := startContainer(t, s, podID, pod, &runtimeapi.ContainerConfig{
+				Metadata: &runtimeapi.ContainerMetadata{Name: "counter"},
+				Image:    &runtimeapi.ImageSpec{Image: pauseRef},
+				Command:  []string{"/citool", "counter"},
+				Envs:     []*runtimeapi.KeyValue{{Key: "INTERVAL", Value: []byte("10us")}},
+				LogPath:  "counter.log",
+				Linux:    &runtimeapi.LinuxContainerConfig{},
+			})
+			criLog := filepath.Join(pod.LogDirectory, "counter.log")
+			waitLogLines(t, criLog, 60000)
+			_, err := s.rt.StopContainer(ctx, &runtimeapi.StopContainerRequest{ContainerId: id, Timeout: 10})
+			assert.NilError(t, err)
+
+			// The copier drains the engine's log up to the container's last line.
+			last := strings.TrimSpace(docker(t, "logs", "--tail", "1", id))
+			poll.WaitOn(t, func(poll.LogT) poll.Result {
+				b, err := os.ReadFile(criLog)
+				if err != nil || !strings.HasSuffix(string(b), " "+last+"\n") {
+					return poll.Continue("the CRI log does not end with %q yet (%v)", last, err)
+				}
+				return poll.Success()
+			}, poll.WithTimeout(60*time.Second), poll.WithDelay(100*time.Millisecond))
+			lines := checkCountedLog(t, criLog)
+
+			engineLog := docker(t, "inspect", "--format", "{{.LogPath}}", id)
+			files, err := filepath.Glob(engineLog + "*")
+			assert.NilError(t, err)
+			var engineBytes int64
+			for _, f := range files {
+				fi, err := os.Stat(f)
+				assert.NilError(t, err)
+				engineBytes += fi.Size()
+			}
+			fi, err := os.Stat(criLog)
+			assert.NilError(t, err)
+			perMiB := func(n int64) float64 { return float64(n) / float64(fi.Size()) * (1 << 20) }
+			t.Logf("%d lines: CRI log %d bytes; engine log %d bytes in %d files (%.0f bytes per MiB of CRI log)",
+				lines, fi.Size(), engineBytes, len(files), perMiB(engineBytes))
+			if tc.bounds {
+				assert.Check(t, len(files) <= 2, "engine log files: %v", files)
+				assert.Check(t, engineBytes <= 2*maxSize+4096, "the engine keeps %d bytes, over 2 x 256 KiB", engineBytes)
+			} else {
+				assert.Check(t, engineBytes > fi.Size(), "unbounded, the engine keeps a full copy (%d bytes against %d)", engineBytes, fi.Size())
+			}
+		})
+	}
+}

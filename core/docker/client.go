@@ -63,6 +63,8 @@ type Info struct {
 	Runtimes []string
 	// DefaultRuntime is the runtime containers get unless they name another.
 	DefaultRuntime string
+	// LoggingDriver is the log driver containers get unless they name another.
+	LoggingDriver string
 }
 
 // AuthConfig carries registry credentials for one pull.

@@ -132,6 +132,15 @@ type ContainerSpec struct {
 	Mounts    []Mount
 	Devices   []Device
 	Resources Resources
+	// LogConfig is the container's engine log configuration (nil: the engine's default).
+	LogConfig *LogConfig
+}
+
+// LogConfig is an engine log driver and its options. With the engine's default
+// driver as Type, the engine adds its default options that Config does not set.
+type LogConfig struct {
+	Type   string
+	Config map[string]string
 }
 
 // Container is one container as the engine lists it.

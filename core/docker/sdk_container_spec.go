@@ -1,6 +1,7 @@
 package docker
 
 import (
+	"maps"
 	"os"
 	"strconv"
 	"strings"
@@ -56,6 +57,9 @@ func sdkContainerConfig(spec ContainerSpec) (*container.Config, *container.HostC
 		ReadonlyPaths: spec.ReadonlyPaths,
 	}
 	hostCfg.CgroupParent = spec.CgroupParent
+	if lc := spec.LogConfig; lc != nil {
+		hostCfg.LogConfig = container.LogConfig{Type: lc.Type, Config: maps.Clone(lc.Config)}
+	}
 	for _, d := range spec.Devices {
 		hostCfg.Devices = append(hostCfg.Devices, container.DeviceMapping{
 			PathOnHost:        d.PathOnHost,

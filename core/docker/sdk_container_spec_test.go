@@ -48,6 +48,7 @@ func TestCreateContainerMapsSpec(t *testing.T) {
 		UTSMode:     "host",
 
 		CgroupParent:   "/kubepods/pod1",
+		LogConfig:      &LogConfig{Type: "json-file", Config: map[string]string{"max-size": "10m", "max-file": "2"}},
 		Privileged:     true,
 		ReadonlyRootfs: true,
 		CapAdd:         []string{"NET_ADMIN"},
@@ -114,6 +115,7 @@ func TestCreateContainerMapsSpec(t *testing.T) {
 	assert.Equal(t, string(h.IpcMode), "shareable")
 	assert.Equal(t, string(h.UTSMode), "host")
 	assert.Equal(t, h.CgroupParent, "/kubepods/pod1")
+	assert.DeepEqual(t, h.LogConfig, container.LogConfig{Type: "json-file", Config: map[string]string{"max-size": "10m", "max-file": "2"}})
 	assert.Assert(t, h.Privileged && h.ReadonlyRootfs)
 	// The SDK normalises capability names for the engine.
 	assert.DeepEqual(t, []string(h.CapAdd), []string{"CAP_NET_ADMIN"})
@@ -138,7 +140,6 @@ func TestCreateContainerMapsSpec(t *testing.T) {
 	assert.Assert(t, h.PidsLimit != nil && *h.PidsLimit == 100)
 	assert.Equal(t, len(h.Ulimits), 1)
 	assert.DeepEqual(t, *h.Ulimits[0], container.Ulimit{Name: "nofile", Soft: 1024, Hard: 4096})
-	assert.Equal(t, h.LogConfig.Type, "", "log config is left to the engine")
 
 	// MaskedPaths: [] overrides the defaults; ReadonlyPaths: null keeps them.
 	var hostRaw map[string]json.RawMessage
@@ -167,6 +168,7 @@ func TestCreateContainerMinimalSpec(t *testing.T) {
 	assert.Assert(t, host.PidsLimit == nil)
 	assert.Assert(t, host.MaskedPaths == nil && host.ReadonlyPaths == nil)
 	assert.Assert(t, host.Binds == nil && host.PortBindings == nil)
+	assert.Assert(t, host.LogConfig.Type == "" && host.LogConfig.Config == nil, "no LogConfig: the engine's default")
 }
 
 func TestBindsAndMounts(t *testing.T) {

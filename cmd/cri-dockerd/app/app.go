@@ -143,6 +143,7 @@ func run(opts *Options, log *logrus.Logger, hup <-chan os.Signal, wait engineWai
 		SandboxImage:              opts.SandboxImage,
 		CredentialFiles:           core.DefaultCredentialFiles(),
 		RecursiveReadOnlyMounts:   v.APIAtLeast("1.44"),
+		EngineLog:                 core.EngineLogLimits{MaxSize: opts.EngineLogMaxSize, MaxFiles: opts.EngineLogMaxFiles},
 	}
 	deps := core.Deps{Pins: pins, Checkpoints: checkpoints, Metrics: metrics.NewCollector("/"), Log: log}
 	if opts.NetworkPlugin != "" { // "cni": Validate refused anything else

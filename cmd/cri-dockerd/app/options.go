@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/docker/go-units"
 	"github.com/sirupsen/logrus"
 	"github.com/spf13/pflag"
 
@@ -62,6 +63,12 @@ type Options struct {
 	// ImageCacheResync is how often the image index is reconciled with the engine's full list.
 	ImageCacheResync time.Duration `json:"imageCacheResync"`
 
+	// EngineLogMaxSize and EngineLogMaxFiles bound the engine's own log of containers
+	// whose output is copied into a CRI log file (json-file and local drivers; "" = the
+	// engine's configuration as it is).
+	EngineLogMaxSize  string `json:"engineLogMaxSize"`
+	EngineLogMaxFiles int    `json:"engineLogMaxFiles"`
+
 	// PinProxyBackend, when set, makes this process the pin proxy: it serves the CRI on
 	// RuntimeEndpoint by forwarding every RPC to the cri-dockerd at this endpoint
 	// (unix:// or tcp://), adding our pins to ListImages and ImageStatus ("" = off).
@@ -102,6 +109,8 @@ func DefaultOptions() Options {
 		Flags:                     pinning.DefaultFlags(),
 		ImageCache:                true,
 		ImageCacheResync:          5 * time.Minute,
+		EngineLogMaxSize:          "10m",
+		EngineLogMaxFiles:         2,
 	}
 }
 
@@ -129,6 +138,8 @@ func (o *Options) flagSet() *pflag.FlagSet {
 	o.AddFlags(fs) // pinning.Flags registers the pinning flags
 	fs.BoolVar(&o.ImageCache, "image-cache", o.ImageCache, "Answer ListImages and ImageStatus from an in-memory index kept current from the engine's events (false: call the engine on every request, as upstream).")
 	fs.DurationVar(&o.ImageCacheResync, "image-cache-resync", o.ImageCacheResync, "How often the image index is reconciled with the engine's full image list.")
+	fs.StringVar(&o.EngineLogMaxSize, "engine-log-max-size", o.EngineLogMaxSize, "Bound the engine's own log of each container whose output is copied into a CRI log file to files of this size (the engine's max-size option, json-file and local drivers). \"\" keeps the engine's log configuration.")
+	fs.IntVar(&o.EngineLogMaxFiles, "engine-log-max-files", o.EngineLogMaxFiles, "How many engine log files (the live one included) each such container keeps, with --engine-log-max-size.")
 	fs.StringVar(&o.PinProxyBackend, "pin-proxy-backend", o.PinProxyBackend, "Run as the pin proxy in front of an unmodified cri-dockerd at this endpoint (unix:///path or tcp://host:port): serve the CRI on --container-runtime-endpoint by forwarding every RPC to it, reporting images our pin flags pin as pinned in ListImages and ImageStatus. Empty: off.")
 	fs.StringVar(&o.MetricsAddress, "metrics-address", o.MetricsAddress, "The host:port to serve Prometheus metrics on, at /metrics (unauthenticated: bind 127.0.0.1 unless the network is trusted). Empty: off.")
 	fs.BoolVar(&o.EnablePprof, "enable-pprof", o.EnablePprof, "Serve Go's profiles at /debug/pprof/ on --metrics-address.")
@@ -172,6 +183,9 @@ func (o *Options) Validate() error {
 	if strings.TrimSpace(o.SandboxImage) == "" {
 		errs = append(errs, errors.New("--pod-infra-container-image must not be empty"))
 	}
+	if err := o.validateEngineLog(); err != nil {
+		errs = append(errs, err)
+	}
 	if o.ImageCacheResync <= 0 {
 		errs = append(errs, errors.New("--image-cache-resync must be positive"))
 	}
@@ -185,6 +199,21 @@ func (o *Options) Validate() error {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// validateEngineLog checks --engine-log-max-size (a size as the engine reads it:
+// "10m", "512k") and --engine-log-max-files.
+func (o *Options) validateEngineLog() error {
+	if o.EngineLogMaxSize == "" {
+		return nil
+	}
+	if n, err := units.RAMInBytes(o.EngineLogMaxSize); err != nil || n <= 0 {
+		return fmt.Errorf("--engine-log-max-size %q: want a positive size such as 10m or 512k", o.EngineLogMaxSize)
+	}
+	if o.EngineLogMaxFiles < 1 {
+		return fmt.Errorf("--engine-log-max-files %d: must be at least 1", o.EngineLogMaxFiles)
+	}
+	return nil
 }
 
 // validateMetrics checks --metrics-address (host:port) and that --enable-pprof has it.

@@ -378,6 +378,11 @@ func cloneSpec(s docker.ContainerSpec) docker.ContainerSpec {
 	s.ExtraHosts = slices.Clone(s.ExtraHosts)
 	s.PortBindings = slices.Clone(s.PortBindings)
 	s.Mounts = slices.Clone(s.Mounts)
+	if s.LogConfig != nil {
+		lc := *s.LogConfig
+		lc.Config = maps.Clone(lc.Config)
+		s.LogConfig = &lc
+	}
 	s.Devices = slices.Clone(s.Devices)
 	s.Resources = cloneResources(s.Resources)
 	return s
