@@ -100,12 +100,15 @@ func (p *Proxy) imageStatus(ctx context.Context, ss grpc.ServerStream) error {
 	img.Pinned = img.Pinned || len(reasons) > 0
 	var req runtimeapi.ImageStatusRequest
 	if proto.Unmarshal(raw.payload, &req) == nil && req.Verbose && len(reasons) > 0 {
-		b, err := json.Marshal(reasons)
+		// An object, which crictl inspecti shows as JSON (any other value stays a string).
+		b, err := json.Marshal(struct {
+			PinReasons []pinning.Reason `json:"pinReasons"`
+		}{reasons})
 		if err == nil {
 			if resp.Info == nil {
 				resp.Info = map[string]string{}
 			}
-			resp.Info["proxyPinReasons"] = string(b)
+			resp.Info["pinProxy"] = string(b)
 		}
 	}
 	return reply(ss, &resp, hdr, trl)

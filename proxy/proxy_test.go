@@ -16,6 +16,8 @@ import (
 	is "gotest.tools/v3/assert/cmp"
 	"gotest.tools/v3/poll"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/dockpin/cri-dockerd/pinning"
 )
 
 func TestUnaryPassthrough(t *testing.T) {
@@ -118,8 +120,15 @@ func TestImageStatusPinnedIsBackendOrOurs(t *testing.T) {
 			assert.NilError(t, err)
 			assert.Check(t, is.Equal(resp.Image.Pinned, tc.want))
 			assert.Check(t, is.Equal(resp.Info["backend"], "yes"))
-			_, has := resp.Info["proxyPinReasons"]
+			ours, has := resp.Info["pinProxy"]
 			assert.Check(t, is.Equal(has, tc.reasons))
+			if tc.reasons {
+				var info struct {
+					PinReasons []pinning.Reason `json:"pinReasons"`
+				}
+				assert.Check(t, json.Unmarshal([]byte(ours), &info), ours)
+				assert.Check(t, len(info.PinReasons) > 0 && info.PinReasons[0].Source != "", ours)
+			}
 		})
 	}
 	// A missing image stays the CRI's empty answer.
