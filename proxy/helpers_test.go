@@ -123,9 +123,10 @@ var echoService = grpc.ServiceDesc{
 // backendNet is the backend's in-process network: the backend can go away and come
 // back on it (a new listener, as a restarted process would).
 type backendNet struct {
-	mu  sync.Mutex
-	lis *bufconn.Listener
-	srv *grpc.Server
+	images []*runtimeapi.Image // the backend's images; nil: newFakeBackend's few
+	mu     sync.Mutex
+	lis    *bufconn.Listener
+	srv    *grpc.Server
 }
 
 func (n *backendNet) start(t testing.TB) {
@@ -133,6 +134,9 @@ func (n *backendNet) start(t testing.TB) {
 	lis := bufconn.Listen(1 << 20)
 	srv := grpc.NewServer()
 	b := newFakeBackend()
+	if n.images != nil {
+		b.images = n.images
+	}
 	runtimeapi.RegisterRuntimeServiceServer(srv, b)
 	runtimeapi.RegisterImageServiceServer(srv, b)
 	srv.RegisterService(&echoService, struct{}{})
@@ -212,7 +216,13 @@ func newHarness(t testing.TB, sources ...pinning.Source) *harness {
 // newHarnessWithEngine is newHarness with the engine given.
 func newHarnessWithEngine(t testing.TB, engine Engine, sources ...pinning.Source) *harness {
 	t.Helper()
-	h := &harness{backend: &backendNet{}}
+	return newHarnessOn(t, &backendNet{}, engine, sources...)
+}
+
+// newHarnessOn is newHarness with the backend's network (and images) and the engine given.
+func newHarnessOn(t testing.TB, backend *backendNet, engine Engine, sources ...pinning.Source) *harness {
+	t.Helper()
+	h := &harness{backend: backend}
 	h.backend.start(t)
 	t.Cleanup(h.backend.stop)
 	h.direct, _ = grpc.NewClient("passthrough:///backend", grpc.WithContextDialer(h.backend.dial),
