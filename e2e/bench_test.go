@@ -113,7 +113,7 @@ var benchConfigs = []struct {
 	{"cache=on/pinning=on", benchPinFlags},
 }
 
-// timed runs f b.N times and reports the median and p90 of one call in ms.
+// timed runs f b.N times and reports the median, p90 and p99 of one call in ms.
 func timed(b *testing.B, f func() error) {
 	b.Helper()
 	durs := make([]time.Duration, 0, b.N)
@@ -127,6 +127,7 @@ func timed(b *testing.B, f func() error) {
 	slices.Sort(durs)
 	b.ReportMetric(float64(durs[len(durs)/2].Microseconds())/1000, "ms-median")
 	b.ReportMetric(float64(durs[len(durs)*9/10].Microseconds())/1000, "ms-p90")
+	b.ReportMetric(float64(durs[len(durs)*99/100].Microseconds())/1000, "ms-p99")
 }
 
 // BenchmarkListImagesE2E times ListImages on the real engine with benchImages() images,

@@ -164,7 +164,7 @@ func eachBackend(t *testing.T, fn func(t *testing.T, b backend)) {
 }
 
 // startProxy starts our binary as the pin proxy in front of be, with our pin flags.
-func startProxy(t *testing.T, be *shim, flags ...string) *shim {
+func startProxy(t testing.TB, be *shim, flags ...string) *shim {
 	t.Helper()
 	return startShim(t, append([]string{"--pin-proxy-backend", be.endpoint}, flags...)...)
 }

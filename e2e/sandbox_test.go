@@ -34,7 +34,7 @@ var pauseOnce sync.Once
 // pauseImage imports a pause image into the engine once per run (kept until the
 // engine stops, like the sandbox image of a node). It also holds /citool, whose
 // "httpd" personality the container tests run.
-func pauseImage(t *testing.T) {
+func pauseImage(t testing.TB) {
 	t.Helper()
 	pauseOnce.Do(func() {
 		dir := t.TempDir()
