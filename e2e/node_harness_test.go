@@ -48,6 +48,9 @@ type nodeOpts struct {
 	shimFlags     []string // more flags for our binary
 	kubeletConfig string   // YAML lines appended to the KubeletConfiguration
 	kubeletArgs   string   // more kubelet flags
+	// proxyBackend, when set (binary, then flags), is the CRI that runs the pods, on a socket of its
+	// own; our binary is the pin proxy in front of it on kubelet's socket, with shimFlags.
+	proxyBackend []string
 }
 
 // node is a cri-dockerd binary (ours unless opts.binary; CNI pods) and kubelet on its socket.
@@ -59,6 +62,7 @@ type node struct {
 	endpoint string
 	shimArgs []string
 	shim     *shim
+	backend  *shim  // the CRI behind our binary as the pin proxy (nodeOpts.proxyBackend), else nil
 	dir      string // KUBELET_DIR
 	port     string // kubelet's HTTPS port on 127.0.0.1
 	client   *http.Client
@@ -76,6 +80,9 @@ func startNode(t *testing.T, opts nodeOpts) *node {
 	n.endpoint = "unix://" + filepath.Join(n.sockDir, "cri.sock")
 	n.shimArgs = append(n.pn.flags(filepath.Join(t.TempDir(), "root")), "--log-level", "info")
 	n.shimArgs = append(n.shimArgs, opts.shimFlags...)
+	if len(opts.proxyBackend) > 0 {
+		n.shimArgs = n.startProxyBackend(t)
+	}
 	n.shim = startBinary(t, opts.binary, n.sockDir, n.shimArgs...)
 	n.client = &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
 		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, // kubelet's self-signed serving cert, on loopback
