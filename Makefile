@@ -37,7 +37,7 @@ package-check: package ## inspect the packages: metadata, contents, scripts; ins
 	hack/package-check.sh
 
 .PHONY: test
-test: unit e2e node-e2e critest ## unit tests with -race, the end-to-end suite, kubelet's node suite and critest on a real engine
+test: unit e2e node-e2e critest critest-proxy ## unit tests with -race, the end-to-end suite, kubelet's node suite and critest (direct, then through the pin proxy) on a real engine
 
 .PHONY: unit
 unit: ## unit tests with the race detector
@@ -62,6 +62,10 @@ node-e2e: build ## kubelet (standalone, static pods) on our binary and the real 
 .PHONY: critest
 critest: build ## offline critest v1.37.0 (whole suite minus e2e/critest-skip.txt) against our binary, each store in E2E_STORES
 	for s in $(E2E_STORES); do STORE=$$s CRITEST_STOP=1 CRI_DOCKERD_BIN=$(CURDIR)/$(BIN) hack/critest.sh all || exit 1; done
+
+.PHONY: critest-proxy
+critest-proxy: build ## critest through our binary as the pin proxy in front of our binary with its pins off (classic store)
+	STORE=classic CRITEST_STOP=1 CRITEST_VIA_PROXY=1 CRI_DOCKERD_BIN=$(CURDIR)/$(BIN) hack/critest.sh all
 
 .PHONY: critest-bench
 critest-bench: build ## critest -benchmark (pod, container, image latencies; medians), each store in E2E_STORES
@@ -106,7 +110,7 @@ bench-lifecycle: build ## critest lifecycle latencies, ours beside upstream cri-
 
 .PHONY: bench
 bench: build ## Go benchmarks (ListImages, pin matching) and e2e crictl timings with 1,000 images
-	go test -run '^$$' -bench . -benchmem -count=5 ./core/ ./pinning/
+	go test -run '^$$' -bench . -benchmem -count=5 ./core/ ./pinning/ ./proxy/
 	CRI_DOCKERD_BIN=$(CURDIR)/$(BIN) hack/bench-e2e.sh
 
 .PHONY: demo
