@@ -84,6 +84,18 @@ func resources(r *runtimeapi.LinuxContainerResources) docker.Resources {
 	return out
 }
 
+// isCDIName tells whether s is a fully qualified CDI device name, "vendor.com/class=name":
+// kubelet passes those in cdi_devices, and device plugins also among the devices' host paths.
+// The engine resolves the name; this only tells it from a path.
+func isCDIName(s string) bool {
+	kind, name, ok := strings.Cut(s, "=")
+	if !ok || name == "" || strings.ContainsAny(name, "/=") {
+		return false
+	}
+	vendor, class, ok := strings.Cut(kind, "/")
+	return ok && vendor != "" && class != "" && !strings.Contains(class, "/")
+}
+
 // criResources maps engine resources back for ContainerStatus.
 func criResources(r docker.Resources) *runtimeapi.ContainerResources {
 	return &runtimeapi.ContainerResources{Linux: &runtimeapi.LinuxContainerResources{

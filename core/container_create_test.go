@@ -201,6 +201,20 @@ func TestCreateContainerNamespacesAndSecurity(t *testing.T) {
 			},
 		},
 		{
+			name: "CDI devices from cdi_devices and among devices",
+			mutate: func(c *runtimeapi.ContainerConfig) {
+				c.CDIDevices = []*runtimeapi.CDIDevice{{Name: "vendor.com/gpu=0"}}
+				c.Devices = []*runtimeapi.Device{
+					{HostPath: "/dev/fuse", ContainerPath: "/dev/fuse", Permissions: "rwm"},
+					{HostPath: "example.org/fpga=all"},
+				}
+			},
+			check: func(t *testing.T, _ string, s docker.ContainerSpec) {
+				assert.DeepEqual(t, s.CDIDevices, []string{"vendor.com/gpu=0", "example.org/fpga=all"})
+				assert.DeepEqual(t, s.Devices, []docker.Device{{PathOnHost: "/dev/fuse", PathInContainer: "/dev/fuse", CgroupPermissions: "rwm"}})
+			},
+		},
+		{
 			name:   "no log path, no label",
 			mutate: func(c *runtimeapi.ContainerConfig) { c.LogPath = "" },
 			check: func(t *testing.T, _ string, s docker.ContainerSpec) {
@@ -275,6 +289,11 @@ func TestCreateContainerErrors(t *testing.T) {
 				c.Mounts = []*runtimeapi.Mount{{ContainerPath: "/img", Image: &runtimeapi.ImageSpec{Image: "data:1"}}}
 			}),
 			errKind: cerrdefs.IsNotImplemented,
+		},
+		{
+			name:    "CDI device name not qualified",
+			req:     app(func(c *runtimeapi.ContainerConfig) { c.CDIDevices = []*runtimeapi.CDIDevice{{Name: "gpu0"}} }),
+			errKind: cerrdefs.IsInvalidArgument,
 		},
 		{
 			name: "run as group alone",

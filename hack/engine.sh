@@ -58,10 +58,12 @@ EOF
 }
 
 write_daemon_json() {
-  mkdir -p "$STACK_DIR"/{data,exec} "$LOGS"
+  # CDI is on, with a private spec directory (the e2e CDI tests write their specs there).
+  mkdir -p "$STACK_DIR"/{data,exec,cdi} "$LOGS"
+  local cdi="\"cdi\": true}, \"cdi-spec-dirs\": [\"$STACK_DIR/cdi\"]"
   case $STORE in
-    containerd) echo '{"features": {"containerd-snapshotter": true}}' ;;
-    classic) echo '{"features": {"containerd-snapshotter": false}, "storage-driver": "overlay2"}' ;;
+    containerd) echo "{\"features\": {\"containerd-snapshotter\": true, $cdi}" ;;
+    classic) echo "{\"features\": {\"containerd-snapshotter\": false, $cdi, \"storage-driver\": \"overlay2\"}" ;;
   esac >"$STACK_DIR/daemon.json"
 }
 

@@ -128,10 +128,13 @@ type ContainerSpec struct {
 	ExtraHosts    []string
 	PortBindings  []PortBinding
 	// ShmSize is the size of /dev/shm in bytes (0 = engine default).
-	ShmSize   int64
-	Mounts    []Mount
-	Devices   []Device
-	Resources Resources
+	ShmSize int64
+	Mounts  []Mount
+	Devices []Device
+	// CDIDevices are fully qualified CDI device names ("vendor.com/class=name"), which the
+	// engine resolves through its CDI spec directories (a device request of driver "cdi").
+	CDIDevices []string
+	Resources  Resources
 	// LogConfig is the container's engine log configuration (nil: the engine's default).
 	LogConfig *LogConfig
 }

@@ -67,6 +67,9 @@ func sdkContainerConfig(spec ContainerSpec) (*container.Config, *container.HostC
 			CgroupPermissions: d.CgroupPermissions,
 		})
 	}
+	if len(spec.CDIDevices) > 0 {
+		hostCfg.DeviceRequests = append(hostCfg.DeviceRequests, container.DeviceRequest{Driver: "cdi", DeviceIDs: spec.CDIDevices})
+	}
 	if len(spec.PortBindings) > 0 {
 		cfg.ExposedPorts = nat.PortSet{}
 		hostCfg.PortBindings = nat.PortMap{}

@@ -74,7 +74,8 @@ func TestCreateContainerMapsSpec(t *testing.T) {
 			{Source: "/mnt/shared", Target: "/shared", Propagation: "rshared"},
 			{Source: "/etc/hosts-pod", Target: "/etc/hosts"},
 		},
-		Devices: []Device{{PathOnHost: "/dev/fuse", PathInContainer: "/dev/fuse", CgroupPermissions: "rwm"}},
+		Devices:    []Device{{PathOnHost: "/dev/fuse", PathInContainer: "/dev/fuse", CgroupPermissions: "rwm"}},
+		CDIDevices: []string{"vendor.com/gpu=0", "vendor.com/gpu=1"},
 		Resources: Resources{
 			CPUShares: 512, CPUPeriod: 100000, CPUQuota: 50000, CpusetCpus: "0-1", CpusetMems: "0",
 			MemoryLimit: 128 << 20, MemorySwap: 128 << 20, PidsLimit: 100,
@@ -130,6 +131,7 @@ func TestCreateContainerMapsSpec(t *testing.T) {
 	assert.DeepEqual(t, h.ExtraHosts, spec.ExtraHosts)
 	assert.Equal(t, h.ShmSize, int64(64<<20))
 	assert.DeepEqual(t, h.Devices, []container.DeviceMapping{{PathOnHost: "/dev/fuse", PathInContainer: "/dev/fuse", CgroupPermissions: "rwm"}})
+	assert.DeepEqual(t, h.DeviceRequests, []container.DeviceRequest{{Driver: "cdi", DeviceIDs: []string{"vendor.com/gpu=0", "vendor.com/gpu=1"}}})
 	assert.Equal(t, h.CPUShares, int64(512))
 	assert.Equal(t, h.CPUPeriod, int64(100000))
 	assert.Equal(t, h.CPUQuota, int64(50000))
@@ -169,6 +171,7 @@ func TestCreateContainerMinimalSpec(t *testing.T) {
 	assert.Assert(t, host.MaskedPaths == nil && host.ReadonlyPaths == nil)
 	assert.Assert(t, host.Binds == nil && host.PortBindings == nil)
 	assert.Assert(t, host.LogConfig.Type == "" && host.LogConfig.Config == nil, "no LogConfig: the engine's default")
+	assert.Assert(t, host.DeviceRequests == nil, "no CDI devices, no device request")
 }
 
 func TestBindsAndMounts(t *testing.T) {

@@ -384,6 +384,7 @@ func cloneSpec(s docker.ContainerSpec) docker.ContainerSpec {
 		s.LogConfig = &lc
 	}
 	s.Devices = slices.Clone(s.Devices)
+	s.CDIDevices = slices.Clone(s.CDIDevices)
 	s.Resources = cloneResources(s.Resources)
 	return s
 }
