@@ -70,20 +70,6 @@ func stateOfContainer(state string) runtimeapi.ContainerState {
 	return runtimeapi.ContainerState_CONTAINER_UNKNOWN
 }
 
-// resources maps CRI resources onto the engine's.
-func resources(r *runtimeapi.LinuxContainerResources) docker.Resources {
-	out := docker.Resources{
-		CPUShares: r.GetCpuShares(), CPUPeriod: r.GetCpuPeriod(), CPUQuota: r.GetCpuQuota(),
-		CpusetCpus: r.GetCpusetCpus(), CpusetMems: r.GetCpusetMems(),
-		MemoryLimit: r.GetMemoryLimitInBytes(), MemorySwap: r.GetMemorySwapLimitInBytes(),
-		Unified: r.GetUnified(),
-	}
-	if out.MemorySwap == 0 && out.MemoryLimit > 0 {
-		out.MemorySwap = out.MemoryLimit // no swap beyond the limit, as kubelet expects without swap support
-	}
-	return out
-}
-
 // isCDIName tells whether s is a fully qualified CDI device name, "vendor.com/class=name":
 // kubelet passes those in cdi_devices, and device plugins also among the devices' host paths.
 // The engine resolves the name; this only tells it from a path.

@@ -115,7 +115,11 @@ func (s *Service) containerSpec(ctx context.Context, sandboxID string, cfg *runt
 	}
 	lx := cfg.GetLinux()
 	if r := lx.GetResources(); r != nil {
-		spec.Resources = resources(r)
+		res, err := s.engineResources(ctx, r)
+		if err != nil {
+			return spec, err
+		}
+		spec.Resources = res
 		spec.OomScoreAdj = int(r.GetOomScoreAdj())
 	}
 	info, err := s.engineInfo(ctx)

@@ -14,7 +14,11 @@ func (s *Service) UpdateContainerResources(ctx context.Context, req *runtimeapi.
 		return nil, err
 	}
 	if r := req.GetLinux(); r != nil {
-		if err := s.docker.UpdateContainerResources(ctx, c.ID, resources(r)); err != nil {
+		res, err := s.engineResources(ctx, r)
+		if err != nil {
+			return nil, err
+		}
+		if err := s.docker.UpdateContainerResources(ctx, c.ID, res); err != nil {
 			return nil, fmt.Errorf("update resources of container %s: %w", c.ID, err)
 		}
 	}
