@@ -74,6 +74,23 @@ func TestImageFsInfo(t *testing.T) {
 	assert.Equal(t, len(resp.ImageFilesystems), 1)
 	assert.Equal(t, resp.ImageFilesystems[0].UsedBytes.Value, uint64(1001))
 	assert.Equal(t, resp.ImageFilesystems[0].FsId.Mountpoint, "/var/lib/docker")
+	assert.Check(t, resp.ImageFilesystems[0].InodesUsed == nil, "inodes not counted: not reported")
+	assert.Equal(t, len(resp.ContainerFilesystems), 1)
+	assert.Equal(t, resp.ContainerFilesystems[0].UsedBytes.Value, uint64(0))
+	assert.Equal(t, resp.ContainerFilesystems[0].FsId.Mountpoint, "/var/lib/docker")
+
+	env := newRTEnv(t)
+	sbID, sbCfg := env.webSandbox(t)
+	a := env.createContainer(t, sbID, sbCfg, rtContainerConfig("a"))
+	b := env.createContainer(t, sbID, sbCfg, rtContainerConfig("b"))
+	env.engine.SetWritableSize(a, 4096)
+	env.engine.SetWritableSize(b, 1000)
+	env.engine.SetFsInodesUsed(77)
+	resp, err = env.svc.ImageFsInfo(context.Background(), &runtimeapi.ImageFsInfoRequest{})
+	assert.NilError(t, err)
+	assert.Equal(t, resp.ContainerFilesystems[0].UsedBytes.Value, uint64(5096))
+	assert.Equal(t, resp.ContainerFilesystems[0].InodesUsed.GetValue(), uint64(77))
+	assert.Equal(t, resp.ImageFilesystems[0].InodesUsed.GetValue(), uint64(77))
 }
 
 // TestEngineInfoIsReused: creating containers does not ask the engine for its /info

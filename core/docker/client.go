@@ -85,12 +85,20 @@ type PullOptions struct {
 	ProgressDeadline time.Duration
 }
 
-// ImageFsUsage is how much the engine's images use of its filesystem.
+// ImageFsUsage is how much the engine's images, and its containers' writable layers,
+// use of its filesystem. The engine keeps both under its data root (the containerd
+// store in containerd's snapshotter, which the engine does not name).
 type ImageFsUsage struct {
-	// Mountpoint is the directory holding the engine's images.
+	// Mountpoint is the directory holding the engine's images and writable layers.
 	Mountpoint string
 	// UsedBytes is the size of all image layers.
 	UsedBytes uint64
+	// ContainersUsedBytes is the size of all containers' writable layers.
+	ContainersUsedBytes uint64
+	// InodesUsed is the inodes in use on the filesystem holding Mountpoint (its statfs,
+	// not the layers' own count, which the engine does not report); 0 when the
+	// filesystem does not count inodes.
+	InodesUsed uint64
 }
 
 // ImageEvent is one image event from the engine's event stream.

@@ -9,6 +9,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -215,21 +216,35 @@ func (c *SDKClient) RemoveImage(ctx context.Context, ref string) error {
 	return nil
 }
 
-// ImageFsUsage reports the space used by image layers.
+// ImageFsUsage reports the space used by image layers and containers' writable layers,
+// and the inodes in use on their filesystem.
 func (c *SDKClient) ImageFsUsage(ctx context.Context) (ImageFsUsage, error) {
 	info, err := c.Info(ctx)
 	if err != nil {
 		return ImageFsUsage{}, err
 	}
-	du, err := c.api.DiskUsage(ctx, types.DiskUsageOptions{Types: []types.DiskUsageObject{types.ImageObject}})
+	du, err := c.api.DiskUsage(ctx, types.DiskUsageOptions{Types: []types.DiskUsageObject{types.ImageObject, types.ContainerObject}})
 	if err != nil {
 		return ImageFsUsage{}, classify("docker disk usage", err)
 	}
-	used := du.LayersSize
-	if used < 0 {
-		used = 0
+	out := ImageFsUsage{Mountpoint: info.DockerRootDir, UsedBytes: nonNegative(du.LayersSize)}
+	for _, ctr := range du.Containers {
+		if ctr != nil {
+			out.ContainersUsedBytes += nonNegative(ctr.SizeRw)
+		}
 	}
-	return ImageFsUsage{Mountpoint: info.DockerRootDir, UsedBytes: uint64(used)}, nil
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(info.DockerRootDir, &st); err == nil && st.Files >= st.Ffree {
+		out.InodesUsed = st.Files - st.Ffree
+	}
+	return out, nil
+}
+
+func nonNegative(n int64) uint64 {
+	if n < 0 {
+		return 0
+	}
+	return uint64(n)
 }
 
 // ImageEvents streams the engine's image events.

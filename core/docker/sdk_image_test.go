@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -99,4 +100,23 @@ func TestLoadImagesReadsLoadedReferences(t *testing.T) {
 		assert.NilError(t, err)
 		assert.DeepEqual(t, got, tc.want)
 	}
+}
+
+func TestImageFsUsage(t *testing.T) {
+	root := t.TempDir()
+	var types []string
+	c := routedEngine(t, map[string]http.HandlerFunc{
+		"GET /info": answer(http.StatusOK, `{"DockerRootDir":"`+root+`"}`),
+		"GET /system/df": func(w http.ResponseWriter, r *http.Request) {
+			types = r.URL.Query()["type"]
+			_, _ = w.Write([]byte(`{"LayersSize":3000,"Containers":[{"Id":"a","SizeRw":100},{"Id":"b","SizeRw":20},{"Id":"c","SizeRw":-1}]}`))
+		},
+	})
+	u, err := c.ImageFsUsage(context.Background())
+	assert.NilError(t, err)
+	assert.DeepEqual(t, types, []string{"image", "container"})
+	assert.Equal(t, u.Mountpoint, root)
+	assert.Equal(t, u.UsedBytes, uint64(3000))
+	assert.Equal(t, u.ContainersUsedBytes, uint64(120))
+	assert.Check(t, u.InodesUsed > 0, "the temp dir's filesystem counts inodes")
 }

@@ -44,6 +44,8 @@ type Fake struct {
 	sinceIgnored  bool                                             // SetLogSinceIgnored
 
 	faults map[containerCall]containerFault // per-container faults (faults.go)
+
+	fsInodesUsed uint64 // SetFsInodesUsed
 }
 
 var _ docker.Client = (*Fake)(nil)

@@ -233,11 +233,14 @@ func (f *Fake) ImageFsUsage(ctx context.Context) (_ docker.ImageFsUsage, err err
 	if err := f.check(ctx, "ImageFsUsage"); err != nil {
 		return docker.ImageFsUsage{}, err
 	}
-	var used uint64
+	out := docker.ImageFsUsage{Mountpoint: f.info.DockerRootDir, InodesUsed: f.fsInodesUsed}
 	for _, img := range f.images {
-		used += uint64(img.Size)
+		out.UsedBytes += uint64(img.Size)
 	}
-	return docker.ImageFsUsage{Mountpoint: f.info.DockerRootDir, UsedBytes: used}, nil
+	for _, c := range f.containers {
+		out.ContainersUsedBytes += uint64(max(c.sizeRw, 0))
+	}
+	return out, nil
 }
 
 func (f *Fake) lookup(ref string) *docker.Image {
@@ -279,4 +282,11 @@ func familiar(ref string) string {
 		return ref
 	}
 	return r.Defaulted().Familiar()
+}
+
+// SetFsInodesUsed sets the inodes ImageFsUsage reports in use on the engine's filesystem.
+func (f *Fake) SetFsInodesUsed(n uint64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.fsInodesUsed = n
 }
