@@ -85,8 +85,16 @@ func (s *Service) containerSpec(ctx context.Context, sandboxID string, cfg *runt
 		spec.Env = append(spec.Env, kv.GetKey()+"="+string(kv.GetValue()))
 	}
 	for _, m := range cfg.GetMounts() {
+		if err := checkMount(m); err != nil {
+			return spec, err
+		}
 		if m.GetImage().GetImage() != "" {
-			return spec, fmt.Errorf("image volumes are not supported by docker (mount %s): %w", m.GetContainerPath(), cerrdefs.ErrNotImplemented)
+			im, err := s.imageMount(m)
+			if err != nil {
+				return spec, err
+			}
+			spec.ImageMounts = append(spec.ImageMounts, im)
+			continue
 		}
 		if m.GetRecursiveReadOnly() && (!m.GetReadonly() || m.GetPropagation() != runtimeapi.MountPropagation_PROPAGATION_PRIVATE) {
 			return spec, fmt.Errorf("mount %s: recursive read-only needs a read-only mount with private propagation: %w",

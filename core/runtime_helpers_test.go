@@ -41,6 +41,7 @@ type rtOptions struct {
 	cgroupDriver string
 	noSandboxImg bool
 	keeper       PinKeeper
+	config       func(*Config)
 }
 
 // rtWithoutNetwork builds the service with Network nil (Docker's bridge).
@@ -51,6 +52,9 @@ func rtWithCgroupDriver(d string) rtOption { return func(o *rtOptions) { o.cgrou
 
 // rtWithoutSandboxImage leaves the sandbox image out of the engine.
 func rtWithoutSandboxImage() rtOption { return func(o *rtOptions) { o.noSandboxImg = true } }
+
+// rtWithConfig changes the service's Config.
+func rtWithConfig(f func(*Config)) rtOption { return func(o *rtOptions) { o.config = f } }
 
 // rtWithPinKeeper puts keeper around the engine's pulls.
 func rtWithPinKeeper(k PinKeeper) rtOption { return func(o *rtOptions) { o.keeper = k } }
@@ -91,7 +95,11 @@ func newRTEnv(t *testing.T, opts ...rtOption) *rtEnv {
 		env.net = newRTFakeNetwork()
 		deps.Network = env.net
 	}
-	env.svc = New(Config{SandboxImage: rtSandboxImage}, deps)
+	cfg := Config{SandboxImage: rtSandboxImage}
+	if o.config != nil {
+		o.config(&cfg)
+	}
+	env.svc = New(cfg, deps)
 	return env
 }
 

@@ -38,6 +38,13 @@ type Config struct {
 	// RecursiveReadOnlyMounts is true when the engine can make read-only mounts
 	// recursively read-only (API 1.44, Docker 25); Status reports it to kubelet.
 	RecursiveReadOnlyMounts bool
+	// ImageVolumes is true when the engine mounts images (its "image" mount type, API
+	// 1.48, Docker 28), which CreateContainer's image volumes need.
+	ImageVolumes bool
+	// ImageVolumeSubpaths is true when the engine mounts a directory of an image (its
+	// image mounts' Subpath, known to API 1.51, Docker 28.5, at the latest), which image
+	// volumes with an image_sub_path need.
+	ImageVolumeSubpaths bool
 	// CredentialFiles are docker config.json files searched for the credentials of the
 	// sandbox image's registry (DefaultCredentialFiles on a node).
 	CredentialFiles []string

@@ -33,6 +33,17 @@ type Mount struct {
 	SELinuxRelabel bool
 }
 
+// ImageMount mounts an image's filesystem read-only in a container (the engine's
+// "image" mount type, API 1.48+).
+type ImageMount struct {
+	// Image is the image's reference or ID.
+	Image string
+	// Target is the path inside the container.
+	Target string
+	// SubPath is the directory of the image to mount instead of its root ("": the root).
+	SubPath string
+}
+
 // Device is a host device made available in a container.
 type Device struct {
 	PathOnHost        string
@@ -130,7 +141,9 @@ type ContainerSpec struct {
 	// ShmSize is the size of /dev/shm in bytes (0 = engine default).
 	ShmSize int64
 	Mounts  []Mount
-	Devices []Device
+	// ImageMounts are image volumes, read-only.
+	ImageMounts []ImageMount
+	Devices     []Device
 	// CDIDevices are fully qualified CDI device names ("vendor.com/class=name"), which the
 	// engine resolves through its CDI spec directories (a device request of driver "cdi").
 	CDIDevices []string

@@ -22,6 +22,7 @@ func (c *SDKClient) CreateContainer(ctx context.Context, spec ContainerSpec) (st
 		// is not unless it asks (RecursiveReadOnly), which needs the mount API's options.
 		hostCfg.Binds, hostCfg.Mounts = sdkBindsAndMounts(spec.Mounts, selinuxEnabled())
 	}
+	hostCfg.Mounts = append(hostCfg.Mounts, sdkImageMounts(spec.ImageMounts)...)
 	resp, err := c.api.ContainerCreate(ctx, cfg, hostCfg, nil, nil, spec.Name)
 	if err != nil {
 		if cerrdefs.IsConflict(err) {

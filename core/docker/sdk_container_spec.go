@@ -137,6 +137,19 @@ func sdkBindsAndMounts(mounts []Mount, selinux bool) ([]string, []mount.Mount) {
 	return sdkBinds(binds), out
 }
 
+// sdkImageMounts maps image volumes onto the engine's read-only image mounts.
+func sdkImageMounts(mounts []ImageMount) []mount.Mount {
+	var out []mount.Mount
+	for _, m := range mounts {
+		im := mount.Mount{Type: mount.TypeImage, Source: m.Image, Target: m.Target, ReadOnly: true}
+		if m.SubPath != "" {
+			im.ImageOptions = &mount.ImageOptions{Subpath: m.SubPath}
+		}
+		out = append(out, im)
+	}
+	return out
+}
+
 // selinuxEnabled tells whether SELinux is on for this host (which the engine shares:
 // cri-dockerd runs next to it). Without it relabelling is a no-op.
 func selinuxEnabled() bool {

@@ -76,6 +76,10 @@ func TestCreateContainerMapsSpec(t *testing.T) {
 		},
 		Devices:    []Device{{PathOnHost: "/dev/fuse", PathInContainer: "/dev/fuse", CgroupPermissions: "rwm"}},
 		CDIDevices: []string{"vendor.com/gpu=0", "vendor.com/gpu=1"},
+		ImageMounts: []ImageMount{
+			{Image: "sha256:0123", Target: "/data"},
+			{Image: "tools:1", Target: "/tools", SubPath: "usr/bin"},
+		},
 		Resources: Resources{
 			CPUShares: 512, CPUPeriod: 100000, CPUQuota: 50000, CpusetCpus: "0-1", CpusetMems: "0",
 			MemoryLimit: 128 << 20, MemorySwap: 128 << 20, PidsLimit: 100,
@@ -106,6 +110,9 @@ func TestCreateContainerMapsSpec(t *testing.T) {
 	assert.Assert(t, h != nil)
 	wantBinds, wantMounts := sdkBindsAndMounts(spec.Mounts, selinuxEnabled()) // checked on their own below
 	assert.DeepEqual(t, h.Binds, wantBinds)
+	wantMounts = append(wantMounts,
+		mount.Mount{Type: mount.TypeImage, Source: "sha256:0123", Target: "/data", ReadOnly: true},
+		mount.Mount{Type: mount.TypeImage, Source: "tools:1", Target: "/tools", ReadOnly: true, ImageOptions: &mount.ImageOptions{Subpath: "usr/bin"}})
 	assert.DeepEqual(t, h.Mounts, wantMounts)
 	assert.DeepEqual(t, h.PortBindings, nat.PortMap{
 		"80/tcp": {{HostIP: "127.0.0.1", HostPort: "8080"}, {HostIP: "", HostPort: ""}},

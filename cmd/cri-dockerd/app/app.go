@@ -144,6 +144,8 @@ func run(opts *Options, log *logrus.Logger, hup <-chan os.Signal, wait engineWai
 		CredentialFiles:           core.DefaultCredentialFiles(),
 		RecursiveReadOnlyMounts:   v.APIAtLeast("1.44"),
 		EngineLog:                 core.EngineLogLimits{MaxSize: opts.EngineLogMaxSize, MaxFiles: opts.EngineLogMaxFiles},
+		ImageVolumes:              v.APIAtLeast("1.48"),
+		ImageVolumeSubpaths:       v.APIAtLeast("1.51"),
 	}
 	deps := core.Deps{Pins: pins, Checkpoints: checkpoints, Metrics: metrics.NewCollector("/"), Log: log}
 	if opts.NetworkPlugin != "" { // "cni": Validate refused anything else

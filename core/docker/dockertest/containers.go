@@ -383,6 +383,7 @@ func cloneSpec(s docker.ContainerSpec) docker.ContainerSpec {
 		lc.Config = maps.Clone(lc.Config)
 		s.LogConfig = &lc
 	}
+	s.ImageMounts = slices.Clone(s.ImageMounts)
 	s.Devices = slices.Clone(s.Devices)
 	s.CDIDevices = slices.Clone(s.CDIDevices)
 	s.Resources = cloneResources(s.Resources)

@@ -1,0 +1,44 @@
+package core
+
+import (
+	"fmt"
+
+	cerrdefs "github.com/containerd/errdefs"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/dockpin/cri-dockerd/core/docker"
+)
+
+// checkMount refuses what the engine cannot do with a CRI mount: ID-mapped mounts (user
+// namespaces, which Status reports unsupported) and extra mount options (the CRI's
+// mount_options, which the engine's mounts do not carry).
+func checkMount(m *runtimeapi.Mount) error {
+	if len(m.GetUidMappings()) > 0 || len(m.GetGidMappings()) > 0 {
+		return fmt.Errorf("mount %s: uidMappings and gidMappings (ID-mapped mounts for user namespaces) are not supported by docker: %w",
+			m.GetContainerPath(), cerrdefs.ErrNotImplemented)
+	}
+	if len(m.GetMountOptions()) > 0 {
+		return fmt.Errorf("mount %s: mount_options %q are not supported by docker: %w", m.GetContainerPath(), m.GetMountOptions(), cerrdefs.ErrNotImplemented)
+	}
+	return nil
+}
+
+// imageMount maps an image volume (a mount whose image is set, KEP-4639) onto the
+// engine's image mount: always read-only, private, the image's root or its
+// image_sub_path. The image is the one kubelet pulled (PullImage's image_ref); the
+// engine fails the creation when it has no such image or directory.
+func (s *Service) imageMount(m *runtimeapi.Mount) (docker.ImageMount, error) {
+	if !s.cfg.ImageVolumes {
+		return docker.ImageMount{}, fmt.Errorf("mount %s: image volumes need Docker Engine 28 or later (API 1.48, image mounts): %w",
+			m.GetContainerPath(), cerrdefs.ErrNotImplemented)
+	}
+	if m.GetImageSubPath() != "" && !s.cfg.ImageVolumeSubpaths {
+		return docker.ImageMount{}, fmt.Errorf("mount %s: image_sub_path needs Docker Engine 28.5 or later (API 1.51): %w",
+			m.GetContainerPath(), cerrdefs.ErrNotImplemented)
+	}
+	if p := m.GetPropagation(); p != runtimeapi.MountPropagation_PROPAGATION_PRIVATE {
+		return docker.ImageMount{}, fmt.Errorf("mount %s: an image volume takes no mount propagation (propagation %s): %w",
+			m.GetContainerPath(), p, cerrdefs.ErrInvalidArgument)
+	}
+	return docker.ImageMount{Image: m.GetImage().GetImage(), Target: m.GetContainerPath(), SubPath: m.GetImageSubPath()}, nil
+}
