@@ -28,9 +28,13 @@ func (s *Service) Status(ctx context.Context, req *runtimeapi.StatusRequest) (*r
 	resp := &runtimeapi.StatusResponse{
 		Status:          &runtimeapi.RuntimeStatus{Conditions: []*runtimeapi.RuntimeCondition{runtimeReady, networkReady}},
 		RuntimeHandlers: s.runtimeHandlers(ctx, runtimeReady.Status),
+		// The engine cannot keep an image's /etc/group out of a container's groups
+		// (supplementalGroupsPolicy Strict), has no user namespaces for pods, and its
+		// mounts take no extra options: kubelet refuses pods that need them itself.
+		Features: &runtimeapi.RuntimeFeatures{SupplementalGroupsPolicy: false, UserNamespacesHostNetwork: false, MountOptions: false},
 	}
 	if req.GetVerbose() {
-		parts := map[string]any{"config": s.cfg.Effective, "pinning": s.pins.Info()}
+		parts := map[string]any{"config": s.cfg.Effective, "pinning": s.pins.Info(), "features": s.features()}
 		for k, f := range s.deps.StatusInfo {
 			parts[k] = f()
 		}
@@ -55,10 +59,22 @@ func statusInfo(parts map[string]any) (map[string]string, error) {
 	return out, nil
 }
 
+// features is what verbose Status shows of what the engine can run for kubelet.
+func (s *Service) features() map[string]bool {
+	return map[string]bool{
+		"recursiveReadOnlyMounts": s.cfg.RecursiveReadOnlyMounts,
+		"userNamespaces":          false,
+		"imageVolumes":            s.cfg.ImageVolumes,
+		"imageVolumeSubpaths":     s.cfg.ImageVolumeSubpaths,
+		"cdiDevices":              true,
+	}
+}
+
 // runtimeHandlers lists the default handler ("") and each OCI runtime the engine is
 // configured with (what RunPodSandbox accepts as a RuntimeClass handler).
 func (s *Service) runtimeHandlers(ctx context.Context, engineUp bool) []*runtimeapi.RuntimeHandler {
-	features := &runtimeapi.RuntimeHandlerFeatures{RecursiveReadOnlyMounts: s.cfg.RecursiveReadOnlyMounts}
+	// Recursive read-only mounts need API 1.44; the engine runs no pod in a user namespace.
+	features := &runtimeapi.RuntimeHandlerFeatures{RecursiveReadOnlyMounts: s.cfg.RecursiveReadOnlyMounts, UserNamespaces: false}
 	out := []*runtimeapi.RuntimeHandler{{Features: features}}
 	if !engineUp {
 		return out

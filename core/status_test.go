@@ -47,6 +47,30 @@ func TestStatus(t *testing.T) {
 	assert.Check(t, !conditions(resp)[runtimeapi.RuntimeReady])
 }
 
+// TestStatusFeatures: what kubelet checks before it sends a pod is what the engine can do.
+func TestStatusFeatures(t *testing.T) {
+	for _, on := range []bool{false, true} {
+		env := newRTEnv(t, rtWithConfig(func(c *Config) {
+			c.RecursiveReadOnlyMounts, c.ImageVolumes, c.ImageVolumeSubpaths = on, on, on
+		}))
+		resp, err := env.svc.Status(context.Background(), &runtimeapi.StatusRequest{Verbose: true})
+		assert.NilError(t, err)
+		assert.Assert(t, len(resp.RuntimeHandlers) == 3, "the default handler and the engine's two runtimes")
+		for _, h := range resp.RuntimeHandlers {
+			assert.Equal(t, h.Features.RecursiveReadOnlyMounts, on, h.Name)
+			assert.Check(t, !h.Features.UserNamespaces, h.Name)
+		}
+		f := resp.GetFeatures()
+		assert.Assert(t, f != nil)
+		assert.Check(t, !f.SupplementalGroupsPolicy && !f.UserNamespacesHostNetwork && !f.MountOptions)
+		var info map[string]bool
+		assert.NilError(t, json.Unmarshal([]byte(resp.Info["features"]), &info))
+		assert.DeepEqual(t, info, map[string]bool{
+			"recursiveReadOnlyMounts": on, "userNamespaces": false, "imageVolumes": on, "imageVolumeSubpaths": on, "cdiDevices": true,
+		})
+	}
+}
+
 func TestStatusDefaultBridgeIsNetworkReady(t *testing.T) {
 	svc, _ := newTestService(t, nil)
 	resp, err := svc.Status(context.Background(), &runtimeapi.StatusRequest{})
