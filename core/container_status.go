@@ -54,6 +54,7 @@ func (s *Service) ContainerStatus(ctx context.Context, req *runtimeapi.Container
 			Propagation: criPropagation(m.Propagation),
 		})
 	}
+	st.Mounts = append(st.Mounts, s.imageVolumeStatus(ctx, c.ImageMounts)...)
 	resp := &runtimeapi.ContainerStatusResponse{Status: st}
 	if req.GetVerbose() {
 		info, err := json.Marshal(map[string]any{

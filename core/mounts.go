@@ -1,7 +1,9 @@
 package core
 
 import (
+	"context"
 	"fmt"
+	"strings"
 
 	cerrdefs "github.com/containerd/errdefs"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -36,9 +38,33 @@ func (s *Service) imageMount(m *runtimeapi.Mount) (docker.ImageMount, error) {
 		return docker.ImageMount{}, fmt.Errorf("mount %s: image_sub_path needs Docker Engine 28.5 or later (API 1.51): %w",
 			m.GetContainerPath(), cerrdefs.ErrNotImplemented)
 	}
+	if !m.GetReadonly() {
+		return docker.ImageMount{}, fmt.Errorf("mount %s: an image volume is read-only; readonly must be set: %w", m.GetContainerPath(), cerrdefs.ErrInvalidArgument)
+	}
 	if p := m.GetPropagation(); p != runtimeapi.MountPropagation_PROPAGATION_PRIVATE {
 		return docker.ImageMount{}, fmt.Errorf("mount %s: an image volume takes no mount propagation (propagation %s): %w",
 			m.GetContainerPath(), p, cerrdefs.ErrInvalidArgument)
 	}
 	return docker.ImageMount{Image: m.GetImage().GetImage(), Target: m.GetContainerPath(), SubPath: m.GetImageSubPath()}, nil
+}
+
+// imageVolumeStatus reports a container's image volumes as ContainerStatus mounts: the
+// image as asked for, and as image_ref its ID (which kubelet's image_ref from PullImage
+// is already; a name is looked up, and left out when the image is gone).
+func (s *Service) imageVolumeStatus(ctx context.Context, mounts []docker.ImageMount) []*runtimeapi.Mount {
+	var out []*runtimeapi.Mount
+	for _, m := range mounts {
+		ref := m.Image
+		if !strings.HasPrefix(ref, "sha256:") {
+			ref = ""
+			if img, err := s.docker.InspectImage(ctx, m.Image); err == nil {
+				ref = img.ID
+			}
+		}
+		out = append(out, &runtimeapi.Mount{
+			ContainerPath: m.Target, Readonly: true, ImageSubPath: m.SubPath,
+			Image: &runtimeapi.ImageSpec{Image: m.Image, ImageRef: ref},
+		})
+	}
+	return out
 }

@@ -42,6 +42,22 @@ func TestImageVolumes(t *testing.T) {
 	}
 
 	ctx := context.Background()
+	st, err := s.rt.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: cid})
+	assert.NilError(t, err)
+	got := map[string]string{}
+	for _, m := range st.GetStatus().GetMounts() {
+		if m.GetImage() != nil {
+			assert.Check(t, m.GetReadonly() && m.GetImage().GetImageRef() == id, "%v", m)
+			got[m.GetContainerPath()] = m.GetImageSubPath()
+		}
+	}
+	assert.DeepEqual(t, got, map[string]string{"/vol": "", "/conf": "etc"})
+
+	_, err = s.rt.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{PodSandboxId: podID, SandboxConfig: pod, Config: &runtimeapi.ContainerConfig{
+		Metadata: &runtimeapi.ContainerMetadata{Name: "writable"}, Image: &runtimeapi.ImageSpec{Image: pauseRef},
+		Mounts: []*runtimeapi.Mount{{ContainerPath: "/vol", Image: &runtimeapi.ImageSpec{Image: id}}},
+	}})
+	assert.Equal(t, status.Code(err), codes.InvalidArgument, "an image volume not read-only: %v", err)
 	for name, m := range map[string]*runtimeapi.Mount{
 		"missing sub path": {ContainerPath: "/vol", Image: &runtimeapi.ImageSpec{Image: id}, Readonly: true, ImageSubPath: "no/such/dir"},
 		"missing image":    {ContainerPath: "/vol", Image: &runtimeapi.ImageSpec{Image: "e2e/no-such-image:1"}, Readonly: true},

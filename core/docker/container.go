@@ -208,9 +208,11 @@ type ContainerDetails struct {
 	HostnamePath   string
 	HostsPath      string
 	// LogPath is the engine's json-file log of the container.
-	LogPath   string
-	Mounts    []Mount
-	Resources Resources
+	LogPath string
+	Mounts  []Mount
+	// ImageMounts are the container's image volumes, as created.
+	ImageMounts []ImageMount
+	Resources   Resources
 }
 
 // ContainerFilter selects containers in ListContainers. Zero fields select everything.

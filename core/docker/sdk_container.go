@@ -10,6 +10,7 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/mount"
 	"github.com/docker/docker/api/types/versions"
 )
 
@@ -142,7 +143,13 @@ func detailsFromSDK(in container.InspectResponse) ContainerDetails {
 		d.Cmd = cfg.Cmd
 	}
 	d.IPAddress, d.IPv6Address = containerAddresses(in.NetworkSettings)
+	if in.ContainerJSONBase != nil {
+		d.ImageMounts = imageMountsFromSDK(in.HostConfig)
+	}
 	for _, m := range in.Mounts {
+		if m.Type == mount.TypeImage {
+			continue // in ImageMounts, as asked for
+		}
 		d.Mounts = append(d.Mounts, Mount{
 			Source:         m.Source,
 			Target:         m.Destination,

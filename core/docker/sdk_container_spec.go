@@ -150,6 +150,25 @@ func sdkImageMounts(mounts []ImageMount) []mount.Mount {
 	return out
 }
 
+// imageMountsFromSDK is the inverse of sdkImageMounts, over an inspected container's host config.
+func imageMountsFromSDK(h *container.HostConfig) []ImageMount {
+	if h == nil {
+		return nil
+	}
+	var out []ImageMount
+	for _, m := range h.Mounts {
+		if m.Type != mount.TypeImage {
+			continue
+		}
+		im := ImageMount{Image: m.Source, Target: m.Target}
+		if m.ImageOptions != nil {
+			im.SubPath = m.ImageOptions.Subpath
+		}
+		out = append(out, im)
+	}
+	return out
+}
+
 // selinuxEnabled tells whether SELinux is on for this host (which the engine shares:
 // cri-dockerd runs next to it). Without it relabelling is a no-op.
 func selinuxEnabled() bool {

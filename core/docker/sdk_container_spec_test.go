@@ -219,3 +219,23 @@ func TestBindsAndMounts(t *testing.T) {
 		})
 	}
 }
+
+// TestImageMountsFromInspect: an inspected container's image volumes come from its host
+// config as created (the image asked for), not from its mount points (a layer's path).
+func TestImageMountsFromInspect(t *testing.T) {
+	in := container.InspectResponse{
+		ContainerJSONBase: &container.ContainerJSONBase{ID: "c1", HostConfig: &container.HostConfig{Mounts: []mount.Mount{
+			{Type: mount.TypeBind, Source: "/srv", Target: "/srv", ReadOnly: true},
+			{Type: mount.TypeImage, Source: "sha256:0123", Target: "/data", ReadOnly: true},
+			{Type: mount.TypeImage, Source: "tools:1", Target: "/tools", ReadOnly: true, ImageOptions: &mount.ImageOptions{Subpath: "bin"}},
+		}}},
+		Mounts: []container.MountPoint{
+			{Type: mount.TypeBind, Source: "/srv", Destination: "/srv"},
+			{Type: mount.TypeImage, Source: "/var/lib/docker/overlay2/abc/merged", Destination: "/data"},
+		},
+	}
+	d := detailsFromSDK(in)
+	assert.DeepEqual(t, d.ImageMounts, []ImageMount{{Image: "sha256:0123", Target: "/data"}, {Image: "tools:1", Target: "/tools", SubPath: "bin"}})
+	assert.DeepEqual(t, d.Mounts, []Mount{{Source: "/srv", Target: "/srv", ReadOnly: true}})
+	assert.Assert(t, detailsFromSDK(container.InspectResponse{}).ImageMounts == nil)
+}

@@ -55,6 +55,11 @@ func (f *Fake) CreateContainer(ctx context.Context, spec docker.ContainerSpec) (
 	if img == nil {
 		return "", fmt.Errorf("create container %s: no such image: %s: %w", name, spec.Image, cerrdefs.ErrNotFound)
 	}
+	for _, m := range spec.ImageMounts {
+		if f.lookup(m.Image) == nil {
+			return "", fmt.Errorf("create container %s: image mount %s: no such image: %s: %w", name, m.Target, m.Image, cerrdefs.ErrNotFound)
+		}
+	}
 	f.containerSeq++
 	sum := sha256.Sum256([]byte("container-" + strconv.Itoa(f.containerSeq)))
 	id := hex.EncodeToString(sum[:])
@@ -92,6 +97,7 @@ func (f *Fake) CreateContainer(ctx context.Context, spec docker.ContainerSpec) (
 			HostsPath:      path.Join(dir, "hosts"),
 			LogPath:        path.Join(dir, id+"-json.log"),
 			Mounts:         spec.Mounts,
+			ImageMounts:    spec.ImageMounts,
 			Resources:      spec.Resources,
 		},
 	}
@@ -403,6 +409,7 @@ func cloneDetails(d docker.ContainerDetails) docker.ContainerDetails {
 	d.Entrypoint = slices.Clone(d.Entrypoint)
 	d.Cmd = slices.Clone(d.Cmd)
 	d.Mounts = slices.Clone(d.Mounts)
+	d.ImageMounts = slices.Clone(d.ImageMounts)
 	d.Resources = cloneResources(d.Resources)
 	return d
 }
