@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -124,4 +125,33 @@ func capability(c string) string {
 		return c
 	}
 	return strings.TrimPrefix(c, "CAP_")
+}
+
+// checkCDIDevices refuses, at creation, CDI devices the engine could not inject when the
+// container starts: with CDI off (FailedPrecondition) or not among the devices the engine
+// discovered in its spec directories (NotFound). Engines before API 1.50 do not report
+// their devices; they fail such a container when it starts. Info is asked afresh, as
+// spec files come and go.
+func (s *Service) checkCDIDevices(ctx context.Context, names []string) error {
+	info, err := s.docker.Info(ctx)
+	if err != nil {
+		return err
+	}
+	if !info.CDIDevicesReported {
+		return nil
+	}
+	if len(info.CDISpecDirs) == 0 {
+		return fmt.Errorf("CDI devices %q: the engine has CDI off (no CDI spec directories): %w", names, cerrdefs.ErrFailedPrecondition)
+	}
+	var unknown []string
+	for _, n := range names {
+		if !slices.Contains(info.CDIDevices, n) {
+			unknown = append(unknown, n)
+		}
+	}
+	if len(unknown) > 0 {
+		return fmt.Errorf("unresolvable CDI devices %q: not among the devices the engine found in its CDI spec directories %q: %w",
+			unknown, info.CDISpecDirs, cerrdefs.ErrNotFound)
+	}
+	return nil
 }

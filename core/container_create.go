@@ -121,6 +121,11 @@ func (s *Service) containerSpec(ctx context.Context, sandboxID string, cfg *runt
 			PathOnHost: d.GetHostPath(), PathInContainer: d.GetContainerPath(), CgroupPermissions: d.GetPermissions(),
 		})
 	}
+	if len(spec.CDIDevices) > 0 {
+		if err := s.checkCDIDevices(ctx, spec.CDIDevices); err != nil {
+			return spec, err
+		}
+	}
 	lx := cfg.GetLinux()
 	if r := lx.GetResources(); r != nil {
 		res, err := s.engineResources(ctx, r)

@@ -65,6 +65,13 @@ type Info struct {
 	DefaultRuntime string
 	// LoggingDriver is the log driver containers get unless they name another.
 	LoggingDriver string
+	// CDISpecDirs are the directories the engine reads CDI specs from (none: CDI is off).
+	CDISpecDirs []string
+	// CDIDevices are the CDI devices the engine has discovered there, by fully qualified
+	// name; only reported from API 1.50 (Docker 28.3), see CDIDevicesReported.
+	CDIDevices []string
+	// CDIDevicesReported tells whether the engine reports its CDI devices.
+	CDIDevicesReported bool
 }
 
 // AuthConfig carries registry credentials for one pull.

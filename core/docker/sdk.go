@@ -98,6 +98,13 @@ func (c *SDKClient) Info(ctx context.Context) (Info, error) {
 			out.ContainerdStore = true
 		}
 	}
+	out.CDISpecDirs = in.CDISpecDirs
+	out.CDIDevicesReported = !versions.LessThan(c.api.ClientVersion(), "1.50")
+	for _, d := range in.DiscoveredDevices {
+		if d.Source == "cdi" {
+			out.CDIDevices = append(out.CDIDevices, d.ID)
+		}
+	}
 	if in.Containerd != nil {
 		out.ContainerdAddress = in.Containerd.Address
 		out.ContainerdNamespace = in.Containerd.Namespaces.Containers
