@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	cerrdefs "github.com/containerd/errdefs"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
@@ -17,6 +18,11 @@ func (s *Service) UpdateContainerResources(ctx context.Context, req *runtimeapi.
 		res, err := s.engineResources(ctx, r)
 		if err != nil {
 			return nil, err
+		}
+		if res.MemorySwap < 0 {
+			// The engine applies a swap limit to a running container only when it is a number.
+			return nil, fmt.Errorf("update resources of container %s: unlimited swap (memory_swap_limit_in_bytes -1 or unified[%s] \"max\") is applied by docker only at creation: %w",
+				c.ID, swapMaxKey, cerrdefs.ErrNotImplemented)
 		}
 		if err := s.docker.UpdateContainerResources(ctx, c.ID, res); err != nil {
 			return nil, fmt.Errorf("update resources of container %s: %w", c.ID, err)

@@ -99,6 +99,16 @@ func TestSwapSettingsReachTheEngine(t *testing.T) {
 	assert.NilError(t, err)
 	assert.Equal(t, env.spec(t, cid).Resources.MemorySwap, int64(64<<20))
 
+	// The engine does not apply unlimited swap to a running container.
+	for _, r := range []*runtimeapi.LinuxContainerResources{
+		{MemoryLimitInBytes: 64 << 20, Unified: map[string]string{"memory.swap.max": "max"}},
+		{MemoryLimitInBytes: 64 << 20, MemorySwapLimitInBytes: -1},
+	} {
+		_, err = env.svc.UpdateContainerResources(ctx, &runtimeapi.UpdateContainerResourcesRequest{ContainerId: cid, Linux: r})
+		assert.Check(t, cerrdefs.IsNotImplemented(err), "got %v", err)
+	}
+	assert.Equal(t, env.spec(t, cid).Resources.MemorySwap, int64(64<<20))
+
 	_, err = env.svc.UpdateContainerResources(ctx, &runtimeapi.UpdateContainerResourcesRequest{
 		ContainerId: cid, Linux: &runtimeapi.LinuxContainerResources{Unified: map[string]string{"memory.swap.max": "lots"}},
 	})

@@ -73,6 +73,10 @@ func TestMemorySwapLimits(t *testing.T) {
 	}
 	id := startContainer(t, s, podID, pod, cfg)
 	assert.Equal(t, swapLimit(t, id), strconv.Itoa(32<<20))
+	unlimited := httpdContainer("unlimited", "8080", "")
+	unlimited.Command = []string{"/pause"}
+	unlimited.Linux.Resources = &runtimeapi.LinuxContainerResources{MemoryLimitInBytes: mem, Unified: map[string]string{"memory.swap.max": "max"}}
+	assert.Equal(t, swapLimit(t, startContainer(t, s, podID, pod, unlimited)), "max")
 
 	for _, tc := range []struct {
 		name string
@@ -81,7 +85,6 @@ func TestMemorySwapLimits(t *testing.T) {
 	}{
 		{"memory+swap", &runtimeapi.LinuxContainerResources{MemoryLimitInBytes: mem, MemorySwapLimitInBytes: mem + 16<<20}, strconv.Itoa(16 << 20)},
 		{"no swap", &runtimeapi.LinuxContainerResources{MemoryLimitInBytes: mem, Unified: map[string]string{"memory.swap.max": "0"}}, "0"},
-		{"unlimited", &runtimeapi.LinuxContainerResources{MemoryLimitInBytes: mem, Unified: map[string]string{"memory.swap.max": "max"}}, "max"},
 	} {
 		_, err := s.rt.UpdateContainerResources(ctx, &runtimeapi.UpdateContainerResourcesRequest{ContainerId: id, Linux: tc.r})
 		assert.NilError(t, err, tc.name)
@@ -93,4 +96,10 @@ func TestMemorySwapLimits(t *testing.T) {
 	}})
 	assert.Equal(t, status.Code(err), codes.InvalidArgument, "%v", err)
 	assert.ErrorContains(t, err, "memory.swap.max")
+	// The engine applies unlimited swap only at creation.
+	_, err = s.rt.UpdateContainerResources(ctx, &runtimeapi.UpdateContainerResourcesRequest{ContainerId: id, Linux: &runtimeapi.LinuxContainerResources{
+		MemoryLimitInBytes: mem, Unified: map[string]string{"memory.swap.max": "max"},
+	}})
+	assert.Equal(t, status.Code(err), codes.Unimplemented, "%v", err)
+	assert.Equal(t, swapLimit(t, id), "0", "a refused update changes nothing")
 }
