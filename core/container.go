@@ -127,6 +127,34 @@ func capability(c string) string {
 	return strings.TrimPrefix(c, "CAP_")
 }
 
+// containerDevices splits a container's devices into host devices and CDI devices
+// (cdi_devices, and CDI names among devices), the latter checked by checkCDIDevices.
+func (s *Service) containerDevices(ctx context.Context, cfg *runtimeapi.ContainerConfig) ([]docker.Device, []string, error) {
+	var devices []docker.Device
+	var cdi []string
+	for _, d := range cfg.GetCDIDevices() {
+		if !isCDIName(d.GetName()) {
+			return nil, nil, fmt.Errorf("cdi_devices: %q is not a fully qualified CDI device name (vendor.com/class=name): %w", d.GetName(), cerrdefs.ErrInvalidArgument)
+		}
+		cdi = append(cdi, d.GetName())
+	}
+	for _, d := range cfg.GetDevices() {
+		if isCDIName(d.GetHostPath()) {
+			cdi = append(cdi, d.GetHostPath())
+			continue
+		}
+		devices = append(devices, docker.Device{
+			PathOnHost: d.GetHostPath(), PathInContainer: d.GetContainerPath(), CgroupPermissions: d.GetPermissions(),
+		})
+	}
+	if len(cdi) > 0 {
+		if err := s.checkCDIDevices(ctx, cdi); err != nil {
+			return nil, nil, err
+		}
+	}
+	return devices, cdi, nil
+}
+
 // checkCDIDevices refuses, at creation, CDI devices the engine could not inject when the
 // container starts: with CDI off (FailedPrecondition) or not among the devices the engine
 // discovered in its spec directories (NotFound). Engines before API 1.50 do not report

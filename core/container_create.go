@@ -106,25 +106,9 @@ func (s *Service) containerSpec(ctx context.Context, sandboxID string, cfg *runt
 			Propagation:       propagation[m.GetPropagation()], SELinuxRelabel: m.GetSelinuxRelabel(),
 		})
 	}
-	for _, d := range cfg.GetCDIDevices() {
-		if !isCDIName(d.GetName()) {
-			return spec, fmt.Errorf("cdi_devices: %q is not a fully qualified CDI device name (vendor.com/class=name): %w", d.GetName(), cerrdefs.ErrInvalidArgument)
-		}
-		spec.CDIDevices = append(spec.CDIDevices, d.GetName())
-	}
-	for _, d := range cfg.GetDevices() {
-		if isCDIName(d.GetHostPath()) {
-			spec.CDIDevices = append(spec.CDIDevices, d.GetHostPath())
-			continue
-		}
-		spec.Devices = append(spec.Devices, docker.Device{
-			PathOnHost: d.GetHostPath(), PathInContainer: d.GetContainerPath(), CgroupPermissions: d.GetPermissions(),
-		})
-	}
-	if len(spec.CDIDevices) > 0 {
-		if err := s.checkCDIDevices(ctx, spec.CDIDevices); err != nil {
-			return spec, err
-		}
+	var err error
+	if spec.Devices, spec.CDIDevices, err = s.containerDevices(ctx, cfg); err != nil {
+		return spec, err
 	}
 	lx := cfg.GetLinux()
 	if r := lx.GetResources(); r != nil {
