@@ -70,3 +70,101 @@ func TestCreateContainerChecksCDIDevices(t *testing.T) {
 		})
 	}
 }
+
+func TestImageVolumes(t *testing.T) {
+	img := &runtimeapi.ImageSpec{Image: rtContainerImage}
+	for _, tc := range []struct {
+		name    string
+		config  func(*Config)
+		mount   *runtimeapi.Mount
+		want    []docker.ImageMount
+		errKind func(error) bool
+	}{
+		{
+			name:   "image root",
+			config: func(c *Config) { c.ImageVolumes = true },
+			mount:  &runtimeapi.Mount{ContainerPath: "/data", Image: img, Readonly: true},
+			want:   []docker.ImageMount{{Image: rtContainerImage, Target: "/data"}},
+		},
+		{
+			name:   "image sub path",
+			config: func(c *Config) { c.ImageVolumes, c.ImageVolumeSubpaths = true, true },
+			mount:  &runtimeapi.Mount{ContainerPath: "/data", Image: img, Readonly: true, ImageSubPath: "etc/conf"},
+			want:   []docker.ImageMount{{Image: rtContainerImage, Target: "/data", SubPath: "etc/conf"}},
+		},
+		{
+			name:    "not read-only",
+			config:  func(c *Config) { c.ImageVolumes = true },
+			mount:   &runtimeapi.Mount{ContainerPath: "/data", Image: img},
+			errKind: cerrdefs.IsInvalidArgument,
+		},
+		{
+			name:    "image the engine does not have",
+			config:  func(c *Config) { c.ImageVolumes = true },
+			mount:   &runtimeapi.Mount{ContainerPath: "/data", Image: &runtimeapi.ImageSpec{Image: "nothere:1"}, Readonly: true},
+			errKind: cerrdefs.IsNotFound,
+		},
+		{
+			name:    "engine without image mounts",
+			mount:   &runtimeapi.Mount{ContainerPath: "/data", Image: img},
+			errKind: cerrdefs.IsNotImplemented,
+		},
+		{
+			name:    "engine without image sub paths",
+			config:  func(c *Config) { c.ImageVolumes = true },
+			mount:   &runtimeapi.Mount{ContainerPath: "/data", Image: img, Readonly: true, ImageSubPath: "etc"},
+			errKind: cerrdefs.IsNotImplemented,
+		},
+		{
+			name:    "propagation",
+			config:  func(c *Config) { c.ImageVolumes = true },
+			mount:   &runtimeapi.Mount{ContainerPath: "/data", Image: img, Readonly: true, Propagation: runtimeapi.MountPropagation_PROPAGATION_HOST_TO_CONTAINER},
+			errKind: cerrdefs.IsInvalidArgument,
+		},
+		{
+			name:    "ID-mapped host path",
+			mount:   &runtimeapi.Mount{ContainerPath: "/data", HostPath: "/srv", UidMappings: []*runtimeapi.IDMapping{{HostId: 1000, Length: 1}}},
+			errKind: cerrdefs.IsNotImplemented,
+		},
+		{
+			name:    "mount options",
+			mount:   &runtimeapi.Mount{ContainerPath: "/data", HostPath: "/srv", MountOptions: []string{"noexec"}},
+			errKind: cerrdefs.IsNotImplemented,
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var opts []rtOption
+			if tc.config != nil {
+				opts = append(opts, rtWithConfig(tc.config))
+			}
+			env := newRTEnv(t, opts...)
+			sbID, sbCfg := env.webSandbox(t)
+			cfg := rtContainerConfig("app")
+			cfg.Mounts = []*runtimeapi.Mount{tc.mount}
+			resp, err := env.svc.CreateContainer(context.Background(), rtCreateReq(sbID, sbCfg, cfg))
+			if tc.errKind != nil {
+				assert.Assert(t, tc.errKind(err), "got %v", err)
+				if !cerrdefs.IsNotFound(err) {
+					assert.ErrorContains(t, err, "/data")
+				}
+				return
+			}
+			assert.NilError(t, err)
+			spec := env.spec(t, resp.GetContainerId())
+			assert.DeepEqual(t, spec.ImageMounts, tc.want)
+			assert.Equal(t, len(spec.Mounts), 0)
+
+			// ContainerStatus reports it, with the image's ID as image_ref.
+			st := containerStatus(t, env, resp.GetContainerId(), false).Status
+			assert.Equal(t, len(st.Mounts), 1)
+			m := st.Mounts[0]
+			assert.Equal(t, m.ContainerPath, "/data")
+			assert.Check(t, m.Readonly)
+			assert.Equal(t, m.ImageSubPath, tc.want[0].SubPath)
+			assert.Equal(t, m.GetImage().GetImage(), rtContainerImage)
+			img, err := env.engine.InspectImage(context.Background(), rtContainerImage)
+			assert.NilError(t, err)
+			assert.Equal(t, m.GetImage().GetImageRef(), img.ID)
+		})
+	}
+}
