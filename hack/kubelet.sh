@@ -95,6 +95,11 @@ dir=$1 bin=$2; shift 2
 touch "$dir/kubelet.bin"
 mount --bind "$bin" "$dir/kubelet.bin"
 mount --bind "$dir/var" /var
+# The root dir made a shared mount point here, as kubelet would make it at start: kubelet then skips its own
+# bind mount, which races with its pod-resources socket (a temporary file made before the mount and renamed
+# after it fails with EXDEV, and kubelet exits).
+mount --bind "$dir/root" "$dir/root"
+mount --make-rshared "$dir/root"
 for f in "$dir"/sysctl/*; do
   mount --bind "$f" "/proc/sys/$(basename "$f" | tr . /)"
 done
