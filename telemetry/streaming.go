@@ -11,21 +11,13 @@ type OpenSessions interface {
 
 // WatchStreaming registers cri_dockerd_streaming_sessions, read from s at each scrape.
 func (m *Metrics) WatchStreaming(s OpenSessions) {
-	m.reg.MustRegister(&streamCollector{
-		streams: s,
-		open:    desc("streaming_sessions", "Streaming sessions running now, by kind (exec, attach, portforward).", "kind"),
+	open := desc("streaming_sessions", "Streaming sessions running now, by kind (exec, attach, portforward).", "kind")
+	m.reg.MustRegister(scrapeCollector{
+		descs: []*prometheus.Desc{open},
+		collect: func(ch chan<- prometheus.Metric) {
+			for kind, n := range s.OpenSessions() {
+				gauge(ch, open, float64(n), kind)
+			}
+		},
 	})
-}
-
-type streamCollector struct {
-	streams OpenSessions
-	open    *prometheus.Desc
-}
-
-func (c *streamCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.open }
-
-func (c *streamCollector) Collect(ch chan<- prometheus.Metric) {
-	for kind, n := range c.streams.OpenSessions() {
-		gauge(ch, c.open, float64(n), kind)
-	}
 }
