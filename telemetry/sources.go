@@ -5,6 +5,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/dockpin/cri-dockerd/core/imagecache"
+	"github.com/dockpin/cri-dockerd/core/logs"
 	"github.com/dockpin/cri-dockerd/pinning"
 )
 
@@ -93,3 +95,73 @@ func stateSet(ch chan<- prometheus.Metric, d *prometheus.Desc, current string, s
 
 // seconds is t as a Unix timestamp in seconds.
 func seconds(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }
+
+// ImageCacheStats is what the image cache metrics read at each scrape (an *imagecache.Cache).
+type ImageCacheStats interface {
+	Stats() imagecache.Stats
+}
+
+// WatchImageCache registers the image cache metrics, read from c at each scrape.
+func (m *Metrics) WatchImageCache(c ImageCacheStats) {
+	images := desc("image_cache_images", "Images in the image cache's index.")
+	state := desc("image_cache_state", "1 for the state the image cache is in (starting, live: answering from its index, fallback: calling the engine), 0 for the others.", "state")
+	resyncs := desc("image_cache_resyncs_total", "Full reconciliations of the index with the engine's image list.")
+	events := desc("image_cache_events_total", "Image events from the engine applied to the index.")
+	reconnects := desc("image_cache_reconnects_total", "Reconnections of the engine's event stream.")
+	lastResync := desc("image_cache_last_resync_timestamp_seconds", "When the index was last reconciled with the engine (absent before the first).")
+	m.reg.MustRegister(scrapeCollector{
+		descs: []*prometheus.Desc{images, state, resyncs, events, reconnects, lastResync},
+		collect: func(ch chan<- prometheus.Metric) {
+			st := c.Stats()
+			gauge(ch, images, float64(st.Images))
+			stateSet(ch, state, st.State, imagecache.States())
+			counter(ch, resyncs, float64(st.Resyncs))
+			counter(ch, events, float64(st.Events))
+			counter(ch, reconnects, float64(st.Reconnects))
+			if !st.LastResync.IsZero() {
+				gauge(ch, lastResync, seconds(st.LastResync))
+			}
+		},
+	})
+}
+
+// LogStats is what the log copier metrics read at each scrape (a *logs.Manager).
+type LogStats interface {
+	Stats() logs.Stats
+}
+
+// WatchLogs registers the log copier metrics, read from l at each scrape.
+func (m *Metrics) WatchLogs(l LogStats) {
+	copying := desc("log_copiers", "Containers whose engine log is being copied into their CRI log file now.")
+	lines := desc("log_lines_written_total", "CRI log lines (full or partial) written.")
+	bytes := desc("log_bytes_written_total", "Bytes of CRI log lines written.")
+	dropped := desc("log_lines_dropped_total", "CRI log lines that could not be written (a full disk, say).")
+	m.reg.MustRegister(scrapeCollector{
+		descs: []*prometheus.Desc{copying, lines, bytes, dropped},
+		collect: func(ch chan<- prometheus.Metric) {
+			st := l.Stats()
+			gauge(ch, copying, float64(st.Copying))
+			counter(ch, lines, float64(st.Lines))
+			counter(ch, bytes, float64(st.Bytes))
+			counter(ch, dropped, float64(st.Dropped))
+		},
+	})
+}
+
+// OpenSessions is what the streaming metric reads at each scrape (a *streaming.Server).
+type OpenSessions interface {
+	OpenSessions() map[string]int64
+}
+
+// WatchStreaming registers cri_dockerd_streaming_sessions, read from s at each scrape.
+func (m *Metrics) WatchStreaming(s OpenSessions) {
+	open := desc("streaming_sessions", "Streaming sessions running now, by kind (exec, attach, portforward).", "kind")
+	m.reg.MustRegister(scrapeCollector{
+		descs: []*prometheus.Desc{open},
+		collect: func(ch chan<- prometheus.Metric) {
+			for kind, n := range s.OpenSessions() {
+				gauge(ch, open, float64(n), kind)
+			}
+		},
+	})
+}
