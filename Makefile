@@ -64,8 +64,9 @@ critest: build ## offline critest v1.37.0 (whole suite minus e2e/critest-skip.tx
 	for s in $(E2E_STORES); do STORE=$$s CRITEST_STOP=1 CRI_DOCKERD_BIN=$(CURDIR)/$(BIN) hack/critest.sh all || exit 1; done
 
 .PHONY: critest-proxy
-critest-proxy: build ## critest through our binary as the pin proxy in front of our binary with its pins off (classic store)
-	STORE=classic CRITEST_STOP=1 CRITEST_VIA_PROXY=1 CRI_DOCKERD_BIN=$(CURDIR)/$(BIN) hack/critest.sh all
+critest-proxy: build ## critest through our binary as the pin proxy (classic store): in front of our binary with its pins off, then of unmodified upstream, compared spec by spec with upstream directly
+	STORE=classic CRITEST_VIA_PROXY=1 CRI_DOCKERD_BIN=$(CURDIR)/$(BIN) hack/critest.sh all || { hack/critest.sh stop; exit 1; }
+	STORE=classic CRITEST_STOP=1 CRITEST_BACKEND_BIN="$$(hack/install-upstream.sh | tail -n 1)" CRI_DOCKERD_BIN=$(CURDIR)/$(BIN) hack/critest.sh compare
 
 .PHONY: critest-bench
 critest-bench: build ## critest -benchmark (pod, container, image latencies; medians), each store in E2E_STORES

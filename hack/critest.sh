@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # hack/critest.sh — offline CRI conformance (critest) for our binary: a private engine pulls critest's public
 # image names from a local registry through regproxy (its HTTP(S) proxy, loopback only; see hack/critest/).
-# Usage: hack/critest.sh build | images | run ENDPOINT [critest flags] | all | bench | stop
+# Usage: hack/critest.sh build | images | run ENDPOINT [critest flags] | all | bench | compare | stop
 #   all: the conformance suite (minus e2e/critest-skip.txt); bench: `critest -benchmark` with
 #   hack/critest/benchmark-params.yaml, summarised as per-operation medians, its data in CRITEST_BENCH_OUT
 #   (default $CRITEST_OUT/bench-$STORE) with ginkgo's JSON reports; CRITEST_BENCH_SKIP skips benchmarks
@@ -10,6 +10,8 @@
 #   CRITEST_CRI_ARGS (more flags for it, such as --log-level debug);
 #   CRITEST_VIA_PROXY=1: critest talks to CRI_DOCKERD_BIN as the pin proxy (--pin-proxy-backend) in front of a
 #   backend, CRITEST_BACKEND_BIN (an unmodified cri-dockerd, say) or else CRI_DOCKERD_BIN with its pins off.
+#   compare: the suite against CRITEST_BACKEND_BIN directly, then through CRI_DOCKERD_BIN as the pin proxy in front
+#   of it; passes when both runs pass and fail exactly the same specs (the proxy changes nothing but `pinned`).
 set -euo pipefail
 # shellcheck source=hack/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -102,6 +104,9 @@ run() {
   out=$CRITEST_OUT/$STORE-$(date +%Y%m%d-%H%M%S)
   mkdir -p "$out"
   args=(-runtime-endpoint="$ep" -image-endpoint="$ep" -ginkgo.no-color -ginkgo.junit-report="$out/junit.xml")
+  # With -benchmark the caller names its own JSON report (the last flag wins); else this run's is here.
+  args+=(-ginkgo.json-report="$out/report.json")
+  LAST_RUN_OUT=$out
   [[ -z ${CRITEST_FOCUS-$DEFAULT_FOCUS} ]] || args+=(-ginkgo.focus="${CRITEST_FOCUS-$DEFAULT_FOCUS}")
   skip=$(skip_regex)
   [[ -z $skip ]] || args+=(-ginkgo.skip="$skip")
@@ -227,6 +232,44 @@ all() {
   return "$rc"
 }
 
+# spec_states REPORT — "STATE<TAB>spec" per spec (Its only) of a ginkgo JSON report, sorted by spec.
+spec_states() {
+  jq -r '.[].SpecReports[]? | select(.LeafNodeType == "It") |
+    "\(.State)\t\((.ContainerHierarchyTexts // []) + [.LeafNodeText] | join(" "))"' "$1" | sort -t$'\t' -k2
+}
+
+# compare — critest against CRITEST_BACKEND_BIN directly, then through CRI_DOCKERD_BIN as the pin proxy in
+# front of it, on one engine; fails unless every spec ends the same way in both runs (pass, fail or skip).
+# The direct run may fail specs (an unmodified upstream does): the proxy must neither fix nor break any.
+compare() {
+  local backend=${CRITEST_BACKEND_BIN:?compare needs CRITEST_BACKEND_BIN} res=$CRITEST_OUT/compare-$STORE rc=0
+  local direct via
+  rm -rf "$res" && mkdir -p "$res"
+  log "critest directly against $backend"
+  CRITEST_STOP='' CRITEST_VIA_PROXY='' CRI_DOCKERD_BIN=$backend all || log "direct run: rc=$? (compared below)"
+  cp "$LAST_RUN_OUT/report.json" "$res/direct.json"
+  log "critest through ${CRI_DOCKERD_BIN:-$ROOT/_output/cri-dockerd} as the pin proxy in front of $backend"
+  CRITEST_STOP='' CRITEST_VIA_PROXY=1 all || log "run through the proxy: rc=$? (compared below)"
+  cp "$LAST_RUN_OUT/report.json" "$res/via-proxy.json"
+  spec_states "$res/direct.json" >"$res/direct.txt"
+  spec_states "$res/via-proxy.json" >"$res/via-proxy.txt"
+  direct=$(cut -f1 "$res/direct.txt" | sort | uniq -c | xargs)
+  via=$(cut -f1 "$res/via-proxy.txt" | sort | uniq -c | xargs)
+  log "specs directly: $direct; through the proxy: $via"
+  if ! diff -u "$res/direct.txt" "$res/via-proxy.txt" >"$res/diff.txt"; then
+    log "specs that ended differently through the proxy (- direct, + through the proxy):"
+    grep '^[-+][^-+]' "$res/diff.txt" >&2
+    rc=1
+  elif [[ ! -s $res/direct.txt ]]; then
+    log "no spec results to compare"
+    rc=1
+  else
+    log "every spec ended the same way directly and through the proxy ($(wc -l <"$res/direct.txt") specs)"
+  fi
+  [[ ${CRITEST_STOP:-} != 1 ]] || stop
+  return "$rc"
+}
+
 stop() {
   local s
   for s in classic containerd; do
@@ -245,6 +288,7 @@ case ${1:-} in
   build | images) (($# == 1)) || usage; "$1" ;;
   all | stop) (($# == 1)) || usage; hold_e2e_lock; "$1" ;;
   bench) (($# == 1)) || usage; hold_e2e_lock; CRITEST_BENCH=1 all ;;
+  compare) (($# == 1)) || usage; hold_e2e_lock; compare ;;
   run) shift; hold_e2e_lock; run "$@" ;;
   *) usage ;;
 esac
