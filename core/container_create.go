@@ -27,6 +27,13 @@ func (s *Service) CreateContainer(ctx context.Context, req *runtimeapi.CreateCon
 	if err != nil {
 		return nil, err
 	}
+	if s.hidden(sb.ID) {
+		return nil, fmt.Errorf("pod sandbox %s is still being run (its NRI plugins have not returned): %w", sb.ID, cerrdefs.ErrFailedPrecondition)
+	}
+	if sb.State != docker.StateRunning {
+		// A stopped sandbox is never reused (its namespaces are gone); kubelet makes a new one.
+		return nil, fmt.Errorf("pod sandbox %s is not running (%s): %w", sb.ID, sb.State, cerrdefs.ErrFailedPrecondition)
+	}
 	spec, err := s.containerSpec(ctx, sb.ID, cfg, sbCfg)
 	if err != nil {
 		return nil, err
@@ -35,16 +42,28 @@ func (s *Service) CreateContainer(ctx context.Context, req *runtimeapi.CreateCon
 	if dir, p := sbCfg.GetLogDirectory(), cfg.GetLogPath(); dir != "" && p != "" && s.deps.Logs != nil {
 		spec.LogConfig = s.engineLogConfig(ctx)
 	}
-	id, err := s.createContainer(ctx, spec)
+	if s.nri != nil {
+		// A plugin connecting meanwhile is synchronised with the container or told of it.
+		defer s.nri.BlockSync()()
+	}
+	id, show, err := s.createAdjusted(ctx, sb, cfg, spec)
 	if err != nil {
 		return nil, fmt.Errorf("create container %s: %w", spec.Name, err)
 	}
+	defer show()
 	if dir, p := sbCfg.GetLogDirectory(), cfg.GetLogPath(); dir != "" && p != "" && s.deps.Logs != nil {
 		if err := timed(ctx, "logs.record", func() error { return s.deps.Logs.Record(id, logs.LogFile{Dir: dir, Name: p}) }); err != nil {
-			if rmErr := ignoreNotFound(s.docker.RemoveContainer(ctx, id)); rmErr != nil {
+			if s.nri != nil {
+				s.undoCreate(ctx, nriPod(sb, nil), nriContainerOfSpec(id, sb.ID, cfg, spec))
+			} else if rmErr := ignoreNotFound(s.docker.RemoveContainer(ctx, id)); rmErr != nil {
 				s.logger(ctx).WithError(rmErr).WithField("container", id).Warn("cannot remove the container whose log cannot be recorded")
 			}
 			return nil, fmt.Errorf("create container %s: record its log file: %w", spec.Name, err)
+		}
+	}
+	if s.nri != nil {
+		if err := s.nri.PostCreateContainer(ctx, nriPod(sb, nil), nriContainerOfSpec(id, sb.ID, cfg, spec)); err != nil {
+			s.logger(ctx).WithError(err).WithField("container", id).Warn("NRI PostCreateContainer failed")
 		}
 	}
 	s.logger(ctx).WithField("container", id).WithField("name", spec.Name).Info("container created")

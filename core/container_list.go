@@ -48,6 +48,9 @@ func (s *Service) listContainers(ctx context.Context, f *runtimeapi.ContainerFil
 	}
 	out := make([]listedContainer, 0, len(cs))
 	for _, c := range cs {
+		if s.hidden(c.ID) {
+			continue // its NRI plugins have not created it yet
+		}
 		md, err := containerMetadata(c)
 		if err != nil {
 			s.logger(ctx).WithError(err).Debug("skipping container with a foreign name")

@@ -26,7 +26,23 @@ func (s *Service) RemoveContainer(ctx context.Context, req *runtimeapi.RemoveCon
 }
 
 // removeContainer stops copying a container's log and removes it from the engine.
-func (s *Service) removeContainer(ctx context.Context, id string) error {
+func (s *Service) removeContainer(ctx context.Context, id string) (rerr error) {
+	if s.nri != nil {
+		if c, err := s.docker.InspectContainer(ctx, id); err == nil {
+			// Its stop first (relayed once), its removal once it is gone.
+			pod, ctr := s.nriTarget(ctx, c)
+			s.relayStop(ctx, pod, ctr)
+			defer func() {
+				if rerr != nil {
+					return
+				}
+				if err := s.nri.RemoveContainer(ctx, pod, ctr); err != nil {
+					s.logger(ctx).WithError(err).WithField("container", id).Warn("NRI RemoveContainer failed")
+				}
+				s.forgetRelayed(stopKey(c.ID))
+			}()
+		}
+	}
 	if s.deps.Logs != nil {
 		s.deps.Logs.Stop(id)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	nriapi "github.com/containerd/nri/pkg/api"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
@@ -13,6 +14,19 @@ func (s *Service) StartContainer(ctx context.Context, req *runtimeapi.StartConta
 	c, err := s.containerInspect(ctx, req.GetContainerId())
 	if err != nil {
 		return nil, err
+	}
+	if s.nri != nil {
+		defer s.nri.BlockSync()()
+		pod, ctr := s.nriTarget(ctx, c)
+		if err := s.nri.StartContainer(ctx, pod, ctr); err != nil {
+			return nil, nriError("StartContainer", c.ID, err)
+		}
+		defer func() {
+			ctr.State = nriapi.ContainerState_CONTAINER_RUNNING
+			if err := s.nri.PostStartContainer(ctx, pod, ctr); err != nil {
+				s.logger(ctx).WithError(err).WithField("container", c.ID).Warn("NRI PostStartContainer failed")
+			}
+		}()
 	}
 	if err := s.docker.StartContainer(ctx, c.ID); err != nil {
 		return nil, fmt.Errorf("start container %s: %w", c.ID, err)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/dockpin/cri-dockerd/core/docker"
@@ -16,6 +17,9 @@ func (s *Service) ContainerStatus(ctx context.Context, req *runtimeapi.Container
 	c, md, err := s.containerWithMetadata(ctx, req.GetContainerId())
 	if err != nil {
 		return nil, err
+	}
+	if s.hidden(c.ID) {
+		return nil, fmt.Errorf("container %q not found (its NRI plugins have not created it yet): %w", req.GetContainerId(), cerrdefs.ErrNotFound)
 	}
 	labels, annotations := splitLabels(c.Labels)
 	image, imageRef := s.statusImage(ctx, c)

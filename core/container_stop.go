@@ -23,6 +23,10 @@ func (s *Service) StopContainer(ctx context.Context, req *runtimeapi.StopContain
 	if err := ignoreNotFound(s.docker.StopContainer(ctx, c.ID, timeout)); err != nil {
 		return nil, fmt.Errorf("stop container %s: %w", c.ID, err)
 	}
+	if s.nri != nil {
+		pod, ctr := s.nriTarget(ctx, c)
+		s.relayStop(ctx, pod, ctr)
+	}
 	s.logger(ctx).WithField("container", c.ID).Info("container stopped")
 	return &runtimeapi.StopContainerResponse{}, nil
 }

@@ -39,6 +39,9 @@ func (s *Service) ListPodSandbox(ctx context.Context, req *runtimeapi.ListPodSan
 	seen := make(map[string]bool, len(cs))
 	for _, c := range cs {
 		seen[c.ID] = true
+		if s.hidden(c.ID) {
+			continue // its NRI plugins have not run it yet
+		}
 		md, err := sandboxMetadata(c)
 		if err != nil {
 			s.logger(ctx).WithError(err).Debug("skipping container that looks like a sandbox")

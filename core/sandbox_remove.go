@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	cerrdefs "github.com/containerd/errdefs"
+	nriapi "github.com/containerd/nri/pkg/api"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/dockpin/cri-dockerd/core/docker"
@@ -66,8 +67,27 @@ func (s *Service) removeSandbox(ctx context.Context, id string, sb *docker.Conta
 			return nil, err
 		}
 	}
+	var pod *nriapi.PodSandbox
+	if s.nri != nil {
+		if sb == nil {
+			if d, err := s.docker.InspectContainer(ctx, id); err == nil {
+				sb = &d
+			}
+		}
+		pod = &nriapi.PodSandbox{Id: id}
+		if sb != nil {
+			pod = nriPod(*sb, nil)
+		}
+		s.relayPodStop(ctx, pod)
+	}
 	if err := ignoreNotFound(s.docker.RemoveContainer(ctx, id)); err != nil {
 		return nil, fmt.Errorf("remove pod sandbox %s: %w", id, err)
+	}
+	if s.nri != nil {
+		if err := s.nri.RemovePodSandbox(ctx, pod); err != nil {
+			s.logger(ctx).WithError(err).WithField("sandbox", id).Warn("NRI RemovePodSandbox failed")
+		}
+		s.forgetRelayed(podStopKey(id))
 	}
 	if err := timed(ctx, "checkpoint.remove", func() error { return s.deps.Checkpoints.Remove(id) }); err != nil {
 		return nil, err

@@ -33,9 +33,17 @@ func (s *Service) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandb
 	if err != nil {
 		return nil, err
 	}
+	if s.nri != nil {
+		// A plugin connecting meanwhile is synchronised with the pod or told of it.
+		defer s.nri.BlockSync()()
+	}
 	id, err := s.createContainer(ctx, spec)
 	if err != nil {
 		return nil, fmt.Errorf("create pod sandbox %s: %w", spec.Name, err)
+	}
+	if s.nri != nil {
+		// Not shown to the CRI until the NRI plugins have run it.
+		defer s.hide(id)()
 	}
 	// From here on a failure removes what was made, so that kubelet's retry starts clean.
 	undo := func(cause error) error {
@@ -63,9 +71,24 @@ func (s *Service) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandb
 			return nil, undo(err)
 		}
 	}
+	var ips []string
 	if !hostNetwork(cfg) && s.deps.Network != nil {
-		if _, err := s.setUpNetwork(ctx, id, info.Pid, cfg); err != nil {
+		res, err := s.setUpNetwork(ctx, id, info.Pid, cfg)
+		if err != nil {
 			return nil, undo(fmt.Errorf("set up network of pod sandbox %s: %w", id, err))
+		}
+		for _, ip := range res.IPs {
+			ips = append(ips, ip.String())
+		}
+	}
+	if s.nri != nil {
+		pod := nriPodOfConfig(id, info.Pid, cfg, req.GetRuntimeHandler(), ips)
+		if err := s.nri.RunPodSandbox(ctx, pod); err != nil {
+			// The plugins before the failing one have seen the pod: they release it.
+			if rerr := s.nri.RemovePodSandbox(context.WithoutCancel(ctx), pod); rerr != nil {
+				log.WithError(rerr).Warn("NRI RemovePodSandbox of a pod sandbox whose run failed")
+			}
+			return nil, undo(nriError("RunPodSandbox", id, err))
 		}
 	}
 	log.WithField("sandbox", id).Info("pod sandbox running")

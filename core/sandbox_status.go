@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/dockpin/cri-dockerd/core/docker"
@@ -17,6 +18,9 @@ func (s *Service) PodSandboxStatus(ctx context.Context, req *runtimeapi.PodSandb
 	sb, err := s.sandboxInspect(ctx, req.GetPodSandboxId())
 	if err != nil {
 		return nil, err
+	}
+	if s.hidden(sb.ID) {
+		return nil, fmt.Errorf("pod sandbox %q not found (its NRI plugins have not run it yet): %w", req.GetPodSandboxId(), cerrdefs.ErrNotFound)
 	}
 	md, err := sandboxMetadata(sb.Container)
 	if err != nil {

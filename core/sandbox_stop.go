@@ -42,7 +42,6 @@ func (s *Service) StopPodSandbox(ctx context.Context, req *runtimeapi.StopPodSan
 		defer release()
 	}
 	steps := make([]func() error, 0, len(cs)+2)
-	steps = append(steps, func() error { return s.tearDownSandbox(ctx, sb, netns) })
 	// kubelet has given the containers their grace period already; the CRI says they
 	// must be forcibly terminated.
 	for _, c := range cs {
@@ -50,9 +49,25 @@ func (s *Service) StopPodSandbox(ctx context.Context, req *runtimeapi.StopPodSan
 			if err := ignoreNotFound(s.docker.StopContainer(ctx, c.ID, 0)); err != nil {
 				return fmt.Errorf("stop container %s of pod sandbox %s: %w", c.ID, sb.ID, err)
 			}
+			if s.nri != nil {
+				if d, err := s.docker.InspectContainer(ctx, c.ID); err == nil {
+					s.relayStop(ctx, nriPod(sb, nil), nriContainer(d))
+				}
+			}
 			return nil
 		})
 	}
+	if s.nri != nil {
+		// NRI's order: the containers are stopped, then the plugins told of the pod's
+		// stop while it is still there, then its network and pause container go.
+		defer s.nri.BlockSync()()
+		if err := concurrently(steps...); err != nil {
+			return nil, err
+		}
+		s.relayPodStop(ctx, nriPod(sb, nil))
+		steps = steps[:0]
+	}
+	steps = append(steps, func() error { return s.tearDownSandbox(ctx, sb, netns) })
 	if sb.State == docker.StateRunning {
 		steps = append(steps, func() error {
 			if err := ignoreNotFound(s.docker.StopContainer(ctx, sb.ID, sandboxStopTimeout)); err != nil {

@@ -73,6 +73,9 @@ type Deps struct {
 	// Metrics reads the CRI metrics of containers and pods from the host; nil answers
 	// ListMetricDescriptors and ListPodSandboxMetrics Unimplemented.
 	Metrics MetricsCollector
+	// NRI relays lifecycle events to NRI plugins and returns their adjustments; nil
+	// with --enable-nri=false.
+	NRI NRI
 	// StatusInfo are extra sections of verbose Status, by key (e.g. the image cache's state).
 	StatusInfo map[string]func() any
 	// Log is the logger of work done outside a request; nil discards.
@@ -132,11 +135,15 @@ type Service struct {
 	info   *infoCache // the engine's /info, reused briefly (engineInfo)
 	// tornDown are the sandboxes whose network this process tore down.
 	tornDown *tornDown
+	// nri is deps.NRI (nil: off); nriState what relaying to it remembers.
+	nri      NRI
+	nriState *nriState
 }
 
 // New returns a Service with the settings cfg over the parts deps.
 func New(cfg Config, deps Deps) *Service {
-	return &Service{docker: deps.Docker, pins: deps.Pins, cfg: cfg, deps: deps, log: logctx.OrDiscard(deps.Log), info: &infoCache{}, tornDown: &tornDown{}}
+	return &Service{docker: deps.Docker, pins: deps.Pins, cfg: cfg, deps: deps, log: logctx.OrDiscard(deps.Log), info: &infoCache{}, tornDown: &tornDown{},
+		nri: deps.NRI, nriState: newNRIState()}
 }
 
 // timed runs step as the phase name of the request in ctx (logctx.Time): the work

@@ -7,7 +7,8 @@
 #   (default $CRITEST_OUT/bench-$STORE) with ginkgo's JSON reports; CRITEST_BENCH_SKIP skips benchmarks
 #   (regex); CRITEST_BENCH_SCRATCH_RUNS=N runs the "start a container from scratch" spec N more times alone.
 # Env: STORE=classic|containerd, CRITEST_FOCUS (regex; "" = all), CRITEST_SKIP_FILE, CRITEST_STOP=1, CRI_DOCKERD_BIN,
-#   CRITEST_CRI_ARGS (more flags for it, such as --log-level debug);
+#   CRITEST_CRI_ARGS (more flags for it, such as --log-level debug); CRITEST_NRI=0 runs it without NRI (default:
+#   --enable-nri on a socket in the private stack, passed to critest as -nri-socket, so its NRI specs run);
 #   CRITEST_VIA_PROXY=1: critest talks to CRI_DOCKERD_BIN as the pin proxy (--pin-proxy-backend) in front of a
 #   backend, CRITEST_BACKEND_BIN (an unmodified cri-dockerd, say) or else CRI_DOCKERD_BIN with its pins off.
 #   compare: the suite against CRITEST_BACKEND_BIN directly, then through CRI_DOCKERD_BIN as the pin proxy in front
@@ -171,6 +172,10 @@ start_cri() {
       --pin-proxy-backend "unix://$dir/backend.sock" --cri-dockerd-root-directory "$dir/proxy-root" \
       --docker-endpoint "unix://$STACK_DIR/docker.sock"
   else
+    # NRI on a private socket; critest's blocking-Synchronize specs hold a plugin's Synchronize for 2 s,
+    # longer than the 2 s default request timeout (containerd's and CRI-O's too).
+    [[ ${CRITEST_NRI:-1} != 1 ]] || cri+=(--enable-nri --nri-socket-path "$dir/nri.sock" --nri-plugin-dir "$dir/nri-plugins"
+      --nri-plugin-config-dir "$dir/nri-conf" --nri-plugin-request-timeout 10s)
     log "starting $bin on $sock"
     # shellcheck disable=SC2086 # CRITEST_CRI_ARGS: extra flags, split on spaces
     spawn "$(cri_pidfile)" "$dir/cri-dockerd.log" "$bin" --container-runtime-endpoint "$sock" \
@@ -224,7 +229,9 @@ all() {
     done
     bench_summary "$res"
   else
-    timed run "unix://$dir/cri-dockerd.sock" || rc=$?
+    local nri=()
+    [[ ${CRITEST_VIA_PROXY:-} == 1 || ${CRITEST_NRI:-1} != 1 ]] || nri=(-nri-socket="$dir/nri.sock")
+    timed run "unix://$dir/cri-dockerd.sock" "${nri[@]}" || rc=$?
   fi
   stop_cri
   leaks "$dir" || rc=1

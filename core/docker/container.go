@@ -333,4 +333,8 @@ type Containers interface {
 	ContainerLogs(ctx context.Context, id string, opts LogsOptions) error
 	// ContainerStats takes one sample of a running container's resource usage.
 	ContainerStats(ctx context.Context, id string) (ContainerStats, error)
+	// ContainerExits streams the IDs of containers whose process ends (the engine's
+	// "die" events) from now until ctx ends or the stream breaks; the error channel
+	// then receives why.
+	ContainerExits(ctx context.Context) (<-chan string, <-chan error)
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/dockpin/cri-dockerd/core/logs"
 	"github.com/dockpin/cri-dockerd/core/metrics"
 	"github.com/dockpin/cri-dockerd/core/network"
+	"github.com/dockpin/cri-dockerd/core/nri"
 	"github.com/dockpin/cri-dockerd/core/streaming"
 	"github.com/dockpin/cri-dockerd/pinning"
 	"github.com/dockpin/cri-dockerd/telemetry"
@@ -176,7 +177,19 @@ func run(opts *Options, log *logrus.Logger, hup <-chan os.Signal, wait engineWai
 	if keeper := pins.PinKeeper(); keeper != nil {
 		deps.Docker = core.KeepPins(images.client, keeper)
 	}
+	var nriRuntime *nri.Runtime
+	if opts.NRI.Enable {
+		if nriRuntime, err = nri.New(opts.NRI, versionString(), log.WithField("component", "nri")); err != nil {
+			return err
+		}
+		deps.NRI = nriRuntime
+	}
 	svc := core.New(svcCfg, deps)
+	stopNRI, err := startNRI(nriRuntime, svc, log)
+	if err != nil {
+		return err
+	}
+	defer stopNRI()
 	// Its own deadline: preloading images may have used up the startup one.
 	resumeCtx, cancelResume := context.WithTimeout(context.Background(), startupTimeout)
 	if err := svc.ResumeLogs(resumeCtx); err != nil {

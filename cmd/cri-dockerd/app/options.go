@@ -14,6 +14,7 @@ import (
 	"github.com/dockpin/cri-dockerd/pinning"
 
 	"github.com/dockpin/cri-dockerd/core/network"
+	"github.com/dockpin/cri-dockerd/core/nri"
 	"github.com/dockpin/cri-dockerd/core/streaming"
 )
 
@@ -81,6 +82,9 @@ type Options struct {
 	// EnablePprof serves Go's profiles at /debug/pprof/ on MetricsAddress.
 	EnablePprof bool `json:"enablePprof"`
 
+	// NRI are the NRI options (--enable-nri, --nri-socket-path, ...).
+	NRI nri.Config `json:"nri"`
+
 	// CheckPinsFile, when set, validates that pins file and exits.
 	CheckPinsFile string `json:"-"`
 	// ShowVersion, ShowBuildInfo and ShowHelp print and exit.
@@ -111,6 +115,7 @@ func DefaultOptions() Options {
 		ImageCacheResync:          5 * time.Minute,
 		EngineLogMaxSize:          "10m",
 		EngineLogMaxFiles:         2,
+		NRI:                       nri.DefaultConfig(),
 	}
 }
 
@@ -143,6 +148,7 @@ func (o *Options) flagSet() *pflag.FlagSet {
 	fs.StringVar(&o.PinProxyBackend, "pin-proxy-backend", o.PinProxyBackend, "Run as the pin proxy in front of an unmodified cri-dockerd at this endpoint (unix:///path or tcp://host:port): serve the CRI on --container-runtime-endpoint by forwarding every RPC to it, reporting images our pin flags pin as pinned in ListImages and ImageStatus. Empty: off.")
 	fs.StringVar(&o.MetricsAddress, "metrics-address", o.MetricsAddress, "The host:port to serve Prometheus metrics on, at /metrics (unauthenticated: bind 127.0.0.1 unless the network is trusted). Empty: off.")
 	fs.BoolVar(&o.EnablePprof, "enable-pprof", o.EnablePprof, "Serve Go's profiles at /debug/pprof/ on --metrics-address.")
+	addNRIFlags(fs, &o.NRI)
 	fs.StringVar(&o.CheckPinsFile, "check-pins-file", o.CheckPinsFile, "Validate this pins file as SIGHUP would read it, print the result and exit (0: valid; 1: each bad line named). Touches no running daemon.")
 	fs.BoolVar(&o.ShowVersion, "version", false, "Prints the version of cri-dockerd.")
 	fs.BoolVar(&o.ShowBuildInfo, "buildinfo", false, "Prints the build information about cri-dockerd.")
@@ -193,6 +199,9 @@ func (o *Options) Validate() error {
 		errs = append(errs, err)
 	}
 	if err := o.validateMetrics(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := o.NRI.Validate(); err != nil {
 		errs = append(errs, err)
 	}
 	if err := o.Flags.Validate(o.SandboxImage); err != nil {

@@ -160,6 +160,7 @@ func (f *Fake) StopContainer(ctx context.Context, id string, _ time.Duration) er
 	switch c.details.State {
 	case docker.StateRunning, docker.StatePaused, docker.StateRestarting:
 		setStopped(c, docker.StateExited)
+		f.publishExit(c.details.ID)
 		f.notify()
 	}
 	return nil
@@ -291,6 +292,7 @@ func (f *Fake) SetContainerState(id, state string, exitCode int) {
 		}
 	case docker.StateExited, docker.StateDead:
 		setStopped(c, state)
+		f.publishExit(c.details.ID)
 	default:
 		c.details.State = state
 		if state != docker.StatePaused && state != docker.StateRestarting {

@@ -70,3 +70,34 @@ func (f *Fake) ImageEvents(ctx context.Context, since time.Time) (<-chan docker.
 	}()
 	return sub.events, sub.errs
 }
+
+// ContainerExits implements docker.Client: the IDs of containers stopped from now on
+// (StopContainer, SetContainerState to exited or dead).
+func (f *Fake) ContainerExits(ctx context.Context) (<-chan string, <-chan error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	ch, errs := make(chan string, 4096), make(chan error, 1)
+	if err := f.check(ctx, "ContainerExits"); err != nil {
+		errs <- err
+		return ch, errs
+	}
+	f.exitSubs[ch] = true
+	go func() {
+		<-ctx.Done()
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		delete(f.exitSubs, ch)
+		errs <- ctx.Err()
+	}()
+	return ch, errs
+}
+
+// publishExit sends id to every ContainerExits stream. Caller holds mu.
+func (f *Fake) publishExit(id string) {
+	for ch := range f.exitSubs {
+		select {
+		case ch <- id:
+		default: // a consumer that cannot keep up misses it
+		}
+	}
+}

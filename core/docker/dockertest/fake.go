@@ -29,6 +29,7 @@ type Fake struct {
 	archives map[string][]docker.Image // loadable archives by content
 	history  []docker.ImageEvent
 	subs     map[*subscriber]bool
+	exitSubs map[chan string]bool // ContainerExits streams
 
 	containers   map[string]*fakeContainer // by ID
 	containerSeq int                       // containers ever created: IDs and addresses
@@ -59,6 +60,7 @@ func New() *Fake {
 		calls:    map[string]int{},
 		archives: map[string][]docker.Image{},
 		subs:     map[*subscriber]bool{},
+		exitSubs: map[chan string]bool{},
 		info: docker.Info{
 			Driver: "overlay2", DockerRootDir: "/var/lib/docker", CgroupDriver: "systemd",
 			Runtimes: []string{"io.containerd.runc.v2", "runc"}, DefaultRuntime: "runc",
