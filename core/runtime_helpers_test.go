@@ -42,6 +42,7 @@ type rtOptions struct {
 	noSandboxImg bool
 	keeper       PinKeeper
 	config       func(*Config)
+	nri          NRI
 }
 
 // rtWithoutNetwork builds the service with Network nil (Docker's bridge).
@@ -95,6 +96,7 @@ func newRTEnv(t *testing.T, opts ...rtOption) *rtEnv {
 		env.net = newRTFakeNetwork()
 		deps.Network = env.net
 	}
+	deps.NRI = o.nri
 	cfg := Config{SandboxImage: rtSandboxImage}
 	if o.config != nil {
 		o.config(&cfg)
