@@ -17,8 +17,8 @@ import (
 func TestAdjustSpec(t *testing.T) {
 	base := docker.ContainerSpec{
 		Name: "c", Labels: map[string]string{"annotation.keep": "1", "annotation.drop": "2"},
-		Env:    []string{"KEEP=1", "DROP=2", "SET=old"},
-		Mounts: []docker.Mount{{Source: "/a", Target: "/a"}, {Source: "/b", Target: "/b"}},
+		Env:       []string{"KEEP=1", "DROP=2", "SET=old"},
+		Mounts:    []docker.Mount{{Source: "/a", Target: "/a"}, {Source: "/b", Target: "/b"}},
 		Resources: docker.Resources{CPUShares: 2, Ulimits: []docker.Ulimit{{Name: "nofile", Soft: 1, Hard: 2}}},
 	}
 	tests := []struct {
@@ -36,7 +36,9 @@ func TestAdjustSpec(t *testing.T) {
 		{
 			name: "annotations",
 			adj:  &nriapi.ContainerAdjustment{Annotations: map[string]string{"-drop": "", "new": "v"}},
-			want: func(s *docker.ContainerSpec) { s.Labels = map[string]string{"annotation.keep": "1", "annotation.new": "v"} },
+			want: func(s *docker.ContainerSpec) {
+				s.Labels = map[string]string{"annotation.keep": "1", "annotation.new": "v"}
+			},
 		},
 		{
 			name: "mounts",
