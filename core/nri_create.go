@@ -50,7 +50,7 @@ func (s *Service) createAdjusted(ctx context.Context, sb docker.ContainerDetails
 		}
 		adjusted, err := adjustSpec(spec, resp.GetAdjust())
 		if err != nil {
-			return fail(fmt.Errorf("create container %s: %w", spec.Name, err))
+			return fail(err)
 		}
 		if inPlace(cur, adjusted) {
 			if !reflect.DeepEqual(cur.Resources, adjusted.Resources) {
@@ -62,8 +62,8 @@ func (s *Service) createAdjusted(ctx context.Context, sb docker.ContainerDetails
 			return id, show, nil
 		}
 		if attempt > 0 {
-			return fail(fmt.Errorf("create container %s: NRI plugins adjusted it differently when asked again for the container made with their adjustments: %w",
-				spec.Name, cerrdefs.ErrFailedPrecondition))
+			return fail(fmt.Errorf("NRI plugins adjusted it differently when asked again for the container made with their adjustments: %w",
+				cerrdefs.ErrFailedPrecondition))
 		}
 		s.logger(ctx).WithField("container", id).Info("NRI plugins adjusted the container's config: creating it again with their adjustments")
 		s.undoCreate(ctx, pod, ctr)
