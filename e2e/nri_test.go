@@ -90,7 +90,7 @@ func TestNRIAdjustments(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	runDone := make(chan error, 1)
 	go func() { runDone <- st.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-runDone })
+	t.Cleanup(func() { cancel(); _ = <-runDone })
 	select {
 	case <-plugin.ready:
 	case err := <-runDone:
