@@ -90,7 +90,12 @@ func TestNRIAdjustments(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	runDone := make(chan error, 1)
 	go func() { runDone <- st.Run(ctx) }()
-	t.Cleanup(func() { cancel(); _ = <-runDone })
+	t.Cleanup(func() {
+		cancel()
+		if err := <-runDone; err != nil {
+			t.Logf("NRI plugin stopped: %v", err)
+		}
+	})
 	select {
 	case <-plugin.ready:
 	case err := <-runDone:
