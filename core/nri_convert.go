@@ -168,15 +168,18 @@ func nriCRIResources(r *runtimeapi.LinuxContainerResources) *nriapi.LinuxResourc
 	return out
 }
 
-// nriTarget returns container id's engine details and its sandbox's, for relaying an
-// event about it; the sandbox may be gone (its ID alone then).
+// nriTarget returns the NRI views of engine container c and of its sandbox, for
+// relaying an event about it; the sandbox may be gone (its ID alone then).
 func (s *Service) nriTarget(ctx context.Context, c docker.ContainerDetails) (*nriapi.PodSandbox, *nriapi.Container) {
 	sbID := c.Labels[labelSandboxID]
-	pod := &nriapi.PodSandbox{Id: sbID}
-	if sb, err := s.docker.InspectContainer(ctx, sbID); sbID != "" && err == nil {
-		pod = nriPod(sb, nil)
+	if sbID == "" {
+		return &nriapi.PodSandbox{}, nriContainer(c)
 	}
-	return pod, nriContainer(c)
+	sb, err := s.docker.InspectContainer(ctx, sbID)
+	if err != nil {
+		return &nriapi.PodSandbox{Id: sbID}, nriContainer(c)
+	}
+	return nriPod(sb, nil), nriContainer(c)
 }
 
 // nriError marks a plugin's refusal of a lifecycle event: the request fails, kubelet
