@@ -112,6 +112,9 @@ func (s *Service) containerSpec(ctx context.Context, sandboxID string, cfg *runt
 			if err != nil {
 				return spec, err
 			}
+			if err := s.checkImageSubPath(ctx, im); err != nil {
+				return spec, err
+			}
 			spec.ImageMounts = append(spec.ImageMounts, im)
 			continue
 		}

@@ -77,6 +77,7 @@ func TestImageVolumes(t *testing.T) {
 		name    string
 		config  func(*Config)
 		mount   *runtimeapi.Mount
+		files   []string // in the image, for image_sub_path checks
 		want    []docker.ImageMount
 		errKind func(error) bool
 	}{
@@ -90,7 +91,21 @@ func TestImageVolumes(t *testing.T) {
 			name:   "image sub path",
 			config: func(c *Config) { c.ImageVolumes, c.ImageVolumeSubpaths = true, true },
 			mount:  &runtimeapi.Mount{ContainerPath: "/data", Image: img, Readonly: true, ImageSubPath: "etc/conf"},
+			files:  []string{"/etc/conf/app.yaml"},
 			want:   []docker.ImageMount{{Image: rtContainerImage, Target: "/data", SubPath: "etc/conf"}},
+		},
+		{
+			name:    "image sub path the image lacks",
+			config:  func(c *Config) { c.ImageVolumes, c.ImageVolumeSubpaths = true, true },
+			mount:   &runtimeapi.Mount{ContainerPath: "/data", Image: img, Readonly: true, ImageSubPath: "etc/other"},
+			files:   []string{"/etc/conf/app.yaml"},
+			errKind: cerrdefs.IsInvalidArgument,
+		},
+		{
+			name:    "image sub path out of the image",
+			config:  func(c *Config) { c.ImageVolumes, c.ImageVolumeSubpaths = true, true },
+			mount:   &runtimeapi.Mount{ContainerPath: "/data", Image: img, Readonly: true, ImageSubPath: "../etc"},
+			errKind: cerrdefs.IsInvalidArgument,
 		},
 		{
 			name:    "not read-only",
@@ -138,10 +153,17 @@ func TestImageVolumes(t *testing.T) {
 				opts = append(opts, rtWithConfig(tc.config))
 			}
 			env := newRTEnv(t, opts...)
+			if tc.files != nil {
+				env.engine.SetImageFiles(rtContainerImage, tc.files...)
+			}
 			sbID, sbCfg := env.webSandbox(t)
 			cfg := rtContainerConfig("app")
 			cfg.Mounts = []*runtimeapi.Mount{tc.mount}
 			resp, err := env.svc.CreateContainer(context.Background(), rtCreateReq(sbID, sbCfg, cfg))
+			// The container that checked image_sub_path is gone, whatever the outcome.
+			checks, lerr := env.engine.ListContainers(context.Background(), docker.ContainerFilter{Labels: map[string]string{labelSubPathCheck: "/data"}})
+			assert.NilError(t, lerr)
+			assert.Equal(t, len(checks), 0)
 			if tc.errKind != nil {
 				assert.Assert(t, tc.errKind(err), "got %v", err)
 				if !cerrdefs.IsNotFound(err) {

@@ -20,6 +20,11 @@ const (
 	labelPodUID       = "io.kubernetes.pod.uid"
 )
 
+// labelSubPathCheck marks the short-lived, never started container that checks an image
+// volume's image_sub_path (checkImageSubPath); its value is the mount's target. It is
+// ours, not upstream's: no CRI listing shows such a container.
+const labelSubPathCheck = "io.dockpin.image-subpath-check"
+
 // internalLabels are ours; they are stripped when labels go back through the CRI.
 var internalLabels = map[string]bool{
 	labelContainerType: true,

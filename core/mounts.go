@@ -3,6 +3,8 @@ package core
 import (
 	"context"
 	"fmt"
+	"io/fs"
+	"path"
 	"strings"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -28,7 +30,8 @@ func checkMount(m *runtimeapi.Mount) error {
 // imageMount maps an image volume (a mount whose image is set, KEP-4639) onto the
 // engine's image mount: always read-only, private, the image's root or its
 // image_sub_path. The image is the one kubelet pulled (PullImage's image_ref); the
-// engine fails the creation when it has no such image or directory.
+// engine fails the creation when it has no such image, and checkImageSubPath when
+// the image has no such path.
 func (s *Service) imageMount(m *runtimeapi.Mount) (docker.ImageMount, error) {
 	if !s.cfg.ImageVolumes {
 		return docker.ImageMount{}, fmt.Errorf("mount %s: image volumes need Docker Engine 28 or later (API 1.48, image mounts): %w",
@@ -45,7 +48,50 @@ func (s *Service) imageMount(m *runtimeapi.Mount) (docker.ImageMount, error) {
 		return docker.ImageMount{}, fmt.Errorf("mount %s: an image volume takes no mount propagation (propagation %s): %w",
 			m.GetContainerPath(), p, cerrdefs.ErrInvalidArgument)
 	}
+	if sub := m.GetImageSubPath(); sub != "" && (path.IsAbs(sub) || !fs.ValidPath(path.Clean(sub))) {
+		return docker.ImageMount{}, fmt.Errorf("mount %s: image_sub_path %q must be a relative path inside the image, without '..': %w",
+			m.GetContainerPath(), sub, cerrdefs.ErrInvalidArgument)
+	}
 	return docker.ImageMount{Image: m.GetImage().GetImage(), Target: m.GetContainerPath(), SubPath: m.GetImageSubPath()}, nil
+}
+
+// checkImageSubPath refuses an image volume whose image_sub_path its image lacks. The
+// engine would accept the container and fail only its start; kubelet (and critest)
+// expect the create to fail, as containerd's does. A container of the image, created
+// and never started, lets the engine stat the path in the image's filesystem; it is
+// removed at once. Its own layer adds what the engine puts in every container
+// (/etc/hosts, /dev, /proc ...), so such paths pass here even when the image lacks
+// them, and the start fails instead.
+func (s *Service) checkImageSubPath(ctx context.Context, im docker.ImageMount) error {
+	if im.SubPath == "" {
+		return nil
+	}
+	return timed(ctx, "imagevolume.subpath", func() error {
+		id, err := s.docker.CreateContainer(ctx, docker.ContainerSpec{
+			Image:       im.Image,
+			Entrypoint:  []string{"/.dockpin-subpath-check"}, // never started
+			NetworkMode: modeNone,
+			Labels:      map[string]string{labelSubPathCheck: im.Target},
+		})
+		if err != nil {
+			return fmt.Errorf("mount %s: check image_sub_path %q in image %s: %w", im.Target, im.SubPath, im.Image, err)
+		}
+		defer func() {
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), undoTimeout)
+			defer cancel()
+			if err := ignoreNotFound(s.docker.RemoveContainer(rctx, id)); err != nil {
+				s.logger(ctx).WithError(err).WithField("container", id).Warn("cannot remove the container that checked an image_sub_path")
+			}
+		}()
+		ok, err := s.docker.PathExists(ctx, id, "/"+path.Clean(im.SubPath))
+		if err != nil {
+			return fmt.Errorf("mount %s: check image_sub_path %q in image %s: %w", im.Target, im.SubPath, im.Image, err)
+		}
+		if !ok {
+			return fmt.Errorf("mount %s: image_sub_path %q does not exist in image %s: %w", im.Target, im.SubPath, im.Image, cerrdefs.ErrInvalidArgument)
+		}
+		return nil
+	})
 }
 
 // imageVolumeStatus reports a container's image volumes as ContainerStatus mounts: the

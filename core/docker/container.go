@@ -333,6 +333,9 @@ type Containers interface {
 	ContainerLogs(ctx context.Context, id string, opts LogsOptions) error
 	// ContainerStats takes one sample of a running container's resource usage.
 	ContainerStats(ctx context.Context, id string) (ContainerStats, error)
+	// PathExists tells whether path exists in a container's filesystem (its image and
+	// its own layer; the container need not be running). A missing container is NotFound.
+	PathExists(ctx context.Context, id, path string) (bool, error)
 	// ContainerExits streams the IDs of containers whose process ends (the engine's
 	// "die" events) from now until ctx ends or the stream breaks; the error channel
 	// then receives why.

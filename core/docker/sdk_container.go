@@ -60,6 +60,20 @@ func (c *SDKClient) RemoveContainer(ctx context.Context, id string) error {
 	return classify("remove container "+id, err)
 }
 
+// PathExists stats path in a container's filesystem (HEAD /containers/{id}/archive).
+func (c *SDKClient) PathExists(ctx context.Context, id, path string) (bool, error) {
+	if _, err := c.api.ContainerStatPath(ctx, id, path); err != nil {
+		if _, ierr := c.api.ContainerInspect(ctx, id); ierr != nil {
+			return false, classify("stat "+path+" in container "+id, ierr)
+		}
+		if cerrdefs.IsNotFound(classify("", err)) {
+			return false, nil
+		}
+		return false, classify("stat "+path+" in container "+id, err)
+	}
+	return true, nil
+}
+
 // ListContainers lists the containers filter selects.
 func (c *SDKClient) ListContainers(ctx context.Context, filter ContainerFilter) ([]Container, error) {
 	args := filters.NewArgs()

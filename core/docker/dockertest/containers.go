@@ -179,6 +179,46 @@ func (f *Fake) RemoveContainer(ctx context.Context, id string) error {
 	return nil
 }
 
+// SetImageFiles gives the image ref resolves to the files paths (absolute, cleaned)
+// that PathExists finds in its containers; their parent directories exist too.
+func (f *Fake) SetImageFiles(ref string, paths ...string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	img := f.lookup(ref)
+	if img == nil {
+		panic("dockertest: SetImageFiles of an unknown image " + ref)
+	}
+	if f.imageFiles == nil {
+		f.imageFiles = map[string][]string{}
+	}
+	f.imageFiles[img.ID] = paths
+}
+
+// PathExists implements docker.Client: path is "/", one of the files SetImageFiles
+// gave the container's image, or a directory above one.
+func (f *Fake) PathExists(ctx context.Context, id, p string) (bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	c, err := f.checkedContainer(ctx, "PathExists", "stat "+p+" in container", id)
+	if err != nil {
+		return false, err
+	}
+	p = path.Clean("/" + p)
+	img := f.lookup(c.spec.Image)
+	if p == "/" {
+		return true, nil
+	}
+	if img == nil {
+		return false, nil
+	}
+	for _, file := range f.imageFiles[img.ID] {
+		if file == p || strings.HasPrefix(file, p+"/") {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
 // ListContainers implements docker.Client; the newest container comes first, as
 // the engine lists them.
 func (f *Fake) ListContainers(ctx context.Context, filter docker.ContainerFilter) ([]docker.Container, error) {

@@ -47,6 +47,8 @@ type Fake struct {
 	faults map[containerCall]containerFault // per-container faults (faults.go)
 
 	fsInodesUsed uint64 // SetFsInodesUsed
+
+	imageFiles map[string][]string // SetImageFiles: paths in an image's filesystem, by image ID
 }
 
 var _ docker.Client = (*Fake)(nil)
