@@ -57,7 +57,7 @@ type SourceHealth struct {
 func (p *Pinner) Health() Health {
 	now := p.now()
 	h := Health{PinnedBySource: map[string]int{}, PreloadArchives: map[string]int{}, PreloadRefs: map[string]int{}}
-	for _, pre := range p.cfg.Preloaded {
+	for _, pre := range p.preloadedNow() {
 		origin := cmp.Or(pre.Origin, PreloadPinsNothing)
 		h.PreloadArchives[origin]++
 		h.PreloadRefs[origin] += len(pre.Refs)

@@ -50,3 +50,35 @@ func resolvePreloaded(store stateStore, loaded []Preloaded, log logrus.FieldLogg
 	}
 	return out
 }
+
+// preloadedNow returns what the preload files pin now.
+func (p *Pinner) preloadedNow() []Preloaded {
+	if l := p.preloaded.Load(); l != nil {
+		return *l
+	}
+	return nil
+}
+
+// setPreloaded puts what the preload files pin now into force (the preload
+// directory's watcher calls it at every change). A reference that does not parse is
+// logged and skipped; the others stay pinned.
+func (p *Pinner) setPreloaded(files []Preloaded) {
+	var patterns []Pattern
+	for _, f := range files {
+		got, err := parsePreloaded([]Preloaded{f})
+		if err != nil {
+			p.log.WithError(err).WithField("file", f.Tarball).Error("preload: reference skipped")
+			got = nil
+			for _, ref := range f.Refs {
+				if one, err := parsePreloaded([]Preloaded{{Tarball: f.Tarball, Refs: []string{ref}}}); err == nil {
+					got = append(got, one...)
+				}
+			}
+		}
+		patterns = append(patterns, got...)
+	}
+	p.reloadMu.Lock()
+	defer p.reloadMu.Unlock()
+	p.set.Store(newMatchSet(p.rules, p.set.Load().file, patterns))
+	p.preloaded.Store(&files)
+}
