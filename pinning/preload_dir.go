@@ -64,6 +64,7 @@ type preloadDir struct {
 	loads     int                      // archives the engine loaded for this process
 	skips     int                      // archives not loaded again: same digest, images present
 	watching  string                   // "inotify" or "poll"
+	waiting   int                      // ImageStatus calls waiting now
 }
 
 // fileSig identifies one version of a file cheaply.
@@ -341,5 +342,6 @@ func (d *preloadDir) info() map[string]any {
 	return map[string]any{
 		"dir": d.dir, "watching": d.watching, "readError": d.dirErr, "queued": slices.Clone(d.queue),
 		"loadedThisStart": d.loads, "skippedThisStart": d.skips, "imageStatusWait": d.wait.String(),
+		"imageStatusWaiting": d.waiting,
 	}
 }

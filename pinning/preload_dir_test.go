@@ -393,6 +393,12 @@ func TestWaitPreloaded(t *testing.T) {
 	d.scan()
 	waited := make(chan bool)
 	go func() { waited <- d.waitFor(t.Context(), "docker.io/library/a:1") }()
+	poll.WaitOn(t, func(poll.LogT) poll.Result {
+		if d.info()["imageStatusWaiting"] != 1 {
+			return poll.Continue("not waiting yet")
+		}
+		return poll.Success()
+	})
 	d.clock.Advance(d.settle)
 	d.scan()
 	for d.processNext() {

@@ -50,6 +50,14 @@ func (d *preloadDir) waitFor(ctx context.Context, ref string) bool {
 			return timer != nil
 		}
 		if timer == nil {
+			d.mu.Lock()
+			d.waiting++
+			d.mu.Unlock()
+			defer func() {
+				d.mu.Lock()
+				d.waiting--
+				d.mu.Unlock()
+			}()
 			timer = time.NewTimer(d.wait)
 			logctx.For(ctx, d.log).WithField("image", ref).WithField("file", pending).
 				Info("preload: image not present yet; waiting for the preload file that provides it")
