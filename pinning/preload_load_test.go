@@ -13,7 +13,6 @@ import (
 
 	"gotest.tools/v3/assert"
 	is "gotest.tools/v3/assert/cmp"
-
 )
 
 func TestArchiveRefsErrors(t *testing.T) {

@@ -39,6 +39,7 @@ func (d *preloadDir) watch() {
 			t.Stop()
 			return
 		case <-events:
+			d.quiet(events) // a copy in progress sends an event per write: scan once it pauses
 		case err := <-errs:
 			d.log.WithError(err).Warn("preload: inotify error; scanning the directory")
 		case <-t.C:
@@ -58,4 +59,32 @@ func (d *preloadDir) unsettled() bool {
 		}
 	}
 	return false
+}
+
+// preloadDebounce is how long the watcher waits for a burst of inotify events to end
+// before it scans.
+const preloadDebounce = 100 * time.Millisecond
+
+// quiet drains events until none came for preloadDebounce, for at most the settle
+// time (a long copy must not hold back the scan of other files), or close.
+func (d *preloadDir) quiet(events <-chan fsnotify.Event) {
+	t := time.NewTimer(preloadDebounce)
+	defer t.Stop()
+	limit := time.NewTimer(d.settle)
+	defer limit.Stop()
+	for {
+		select {
+		case <-d.bg.Done():
+			return
+		case <-limit.C:
+			return
+		case <-events:
+			if !t.Stop() {
+				<-t.C
+			}
+			t.Reset(preloadDebounce)
+		case <-t.C:
+			return
+		}
+	}
 }
