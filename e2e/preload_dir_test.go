@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"gotest.tools/v3/assert"
 	"gotest.tools/v3/poll"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -313,4 +315,42 @@ func engineLoads(t *testing.T, since time.Time) int {
 		return 0
 	}
 	return len(strings.Split(strings.TrimSpace(out), "\n"))
+}
+
+// TestPreloadFirstStartNeverFailsOpen: at a first start (nothing saved), a large
+// archive in the directory whose image the engine already has: from the launch until
+// the archive is loaded, ListImages (a new connection each time, every 20 ms) either
+// refuses (Unavailable: what the archive pins is not known yet) or lists the image
+// pinned, never unpinned.
+func TestPreloadFirstStartNeverFailsOpen(t *testing.T) {
+	dir := t.TempDir()
+	const tag = "e2e/preload-first:1"
+	_, err := dockerErr(bigRootfsTar(t, 128<<20), "import", "-", tag)
+	assert.NilError(t, err)
+	id := imageID(t, tag)
+	removeAtEnd(t, id)
+	docker(t, "save", "-o", filepath.Join(dir, "first.tar"), tag)
+	s := launchBinary(t, env.binary, "", "--preload-images-dir", dir)
+	refused, pinned, down := 0, 0, 0
+	deadline := time.Now().Add(5 * time.Minute)
+	for {
+		assert.Assert(t, time.Now().Before(deadline), "first.tar not loaded after 5 minutes")
+		got, err := listPinnedFresh(s.endpoint)
+		switch {
+		case err == nil && !got[id]:
+			t.Fatalf("the image of first.tar is listed unpinned before the archive was loaded")
+		case err == nil:
+			pinned++
+		case status.Code(err) == codes.Unavailable && strings.Contains(err.Error(), "preload files present at start"):
+			refused++
+		default:
+			down++ // not serving yet
+		}
+		if pinned+refused > 0 && s.preloadInfo(t).file("first.tar").State == "loaded" {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Logf("until first.tar was loaded: %d ListImages refused, %d with the image pinned (%d before the socket served)", refused, pinned, down)
+	waitListPinned(t, s, id, true)
 }

@@ -79,7 +79,8 @@ type Pinner struct {
 
 	lastEval atomic.Pointer[evalStats]
 
-	preloaded atomic.Pointer[[]Preloaded] // what the preload files pin now, for Info and Health
+	preloaded    atomic.Pointer[[]Preloaded] // what the preload files pin now, for Info and Health
+	preloadBlock atomic.Pointer[[]string]    // preload files present at start whose pins are not known yet
 }
 
 // New validates cfg, loads the pins file (see startFile: a bad one does not fail
@@ -134,6 +135,9 @@ func (p *Pinner) Evaluate(ctx context.Context, imgs []Image) ([][]Reason, error)
 	}
 	e := p.newEvaluation(ctx, matchers)
 	if err := p.fileErr(e.set); err != nil {
+		return nil, err
+	}
+	if err := p.preloadErr(); err != nil {
 		return nil, err
 	}
 	out := make([][]Reason, len(imgs))

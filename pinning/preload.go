@@ -1,6 +1,10 @@
 package pinning
 
 import (
+	"fmt"
+	"strings"
+
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/sirupsen/logrus"
 )
 
@@ -81,4 +85,26 @@ func (p *Pinner) setPreloaded(files []Preloaded) {
 	defer p.reloadMu.Unlock()
 	p.set.Store(newMatchSet(p.rules, p.set.Load().file, patterns))
 	p.preloaded.Store(&files)
+}
+
+// setPreloadBlock records the preload files that were in the directory at start, were
+// never processed before (nothing saved) and whose content is not known yet: until
+// none is left, Evaluate refuses, as it does for a source that never answered, since
+// their images may be in the engine already and must not be listed unpinned.
+func (p *Pinner) setPreloadBlock(files []string) {
+	if len(files) == 0 {
+		p.preloadBlock.Store(nil)
+		return
+	}
+	p.preloadBlock.Store(&files)
+}
+
+// preloadErr is Evaluate's error while setPreloadBlock's files are not read yet.
+func (p *Pinner) preloadErr() error {
+	files := p.preloadBlock.Load()
+	if files == nil {
+		return nil
+	}
+	return fmt.Errorf("preload files present at start are not read yet, so what they pin is not known (%s): %w: %w",
+		strings.Join(*files, ", "), ErrNoPinState, cerrdefs.ErrUnavailable)
 }

@@ -106,6 +106,10 @@ type preloadFile struct {
 	stopPulls  context.CancelFunc
 	images     map[string]*listImage // a list's references
 	listErr    string                // a list's bad lines
+	// startUnknown: in the directory at start with nothing saved, and not read yet
+	// (Evaluate refuses meanwhile; see Pinner.setPreloadBlock).
+	startUnknown bool
+	manifestSig  fileSig // the version whose manifest was read (or tried)
 }
 
 // preloadKind is the kind of a file name in the directory; "" for names ignored:
@@ -246,6 +250,8 @@ func (d *preloadDir) newFileLocked(name, kind string, sig fileSig, now time.Time
 	if r, ok := d.saved[name]; ok {
 		f.rec = r
 		f.view.Refs, f.view.Origin, f.refsKnown = slices.Clone(r.Refs), OriginSaved, true
+	} else if d.saved != nil {
+		f.startUnknown = true // d.saved is cleared at the end of the first good scan
 	}
 	d.files[name] = f
 	return f
@@ -318,6 +324,17 @@ func (d *preloadDir) publishLocked() {
 		}
 	}
 	d.pins.setPreloaded(views)
+	var blocking []string
+	for _, n := range names {
+		f := d.files[n]
+		if f.refsKnown {
+			f.startUnknown = false
+		}
+		if f.startUnknown {
+			blocking = append(blocking, n)
+		}
+	}
+	d.pins.setPreloadBlock(blocking)
 	d.saveLocked(records)
 	close(d.changed)
 	d.changed = make(chan struct{})

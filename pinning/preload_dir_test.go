@@ -434,3 +434,35 @@ func TestReloadArchiveFor(t *testing.T) {
 	assert.Check(t, cerrdefs.IsNotFound(err), "%v", err)
 	assert.Equal(t, s.PreloadRecords()[0].Tarball, "a.tar")
 }
+
+// TestPreloadDirNeverFailsOpenAtFirstStart: an archive in the directory at start that
+// was never processed before may hold images the engine already has: until its
+// content is known, Evaluate refuses (as for a source that never answered) rather
+// than list them unpinned. A file added later does not block; nor does one whose pins
+// were saved at an earlier start.
+func TestPreloadDirNeverFailsOpenAtFirstStart(t *testing.T) {
+	dir, state := t.TempDir(), t.TempDir()
+	writeTar(t, filepath.Join(dir, "app.tar"), false, map[string]string{
+		"manifest.json": `[{"Config":"c.json","RepoTags":["app:1"],"Layers":[]}]`,
+	})
+	engine := newPreloadEngine()
+	d := newTestDir(t, dir, state, engine)
+	_, err := d.pins.Evaluate(t.Context(), []Image{{ID: digA, RepoTags: []string{"app:1"}}})
+	assert.Check(t, errors.Is(err, ErrNoPinState) && cerrdefs.IsUnavailable(err), "%v", err)
+	assert.Check(t, is.ErrorContains(err, "app.tar"))
+
+	d.settleAndLoad() // its manifest is read (the engine cannot load it)
+	assert.DeepEqual(t, d.preloadPins(t, "app:1"), []string{"app.tar: app:1"})
+
+	writeFile(t, filepath.Join(dir, "later.tar"), "archive-later")
+	d.scan()
+	_, err = d.pins.Evaluate(t.Context(), nil)
+	assert.NilError(t, err, "a file added while running does not block")
+	d.close()
+
+	// Next start: app.tar changed and unreadable; its saved pins answer, no refusal.
+	assert.NilError(t, os.Remove(filepath.Join(dir, "later.tar")))
+	writeFile(t, filepath.Join(dir, "app.tar"), "changed, unreadable")
+	d = newTestDir(t, dir, state, engine)
+	assert.DeepEqual(t, d.preloadPins(t, "app:1"), []string{"app.tar: app:1"})
+}

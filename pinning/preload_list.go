@@ -75,6 +75,7 @@ func (d *preloadDir) readListLocked(f *preloadFile) {
 		err = fmt.Errorf("larger than %d bytes", maxListSize)
 	}
 	if err != nil {
+		f.refsKnown = true // what it pins stays what it pinned (nothing, for a new list)
 		f.view.Failed = "cannot read the list: " + err.Error()
 		log.WithError(err).Error("preload: cannot read the list; the images it listed before stay pinned")
 		return

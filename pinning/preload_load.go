@@ -38,7 +38,10 @@ func (d *preloadDir) loader() {
 }
 
 // processNext processes the first queued archive; it reports whether there was one.
+// The manifests of queued archives whose content is not known are read first, so
+// that what they pin is known before the first (maybe long) load.
 func (d *preloadDir) processNext() bool {
+	d.readQueuedManifests()
 	d.mu.Lock()
 	if len(d.queue) == 0 {
 		d.mu.Unlock()
@@ -85,14 +88,51 @@ func (d *preloadDir) processArchive(name string, sig fileSig, rec preloadRecord)
 			return
 		}
 	}
-	if refs, err := archiveRefs(path); err == nil {
-		d.update(name, sig, func(f *preloadFile) {
-			f.view.Refs, f.view.Origin, f.refsKnown = union(f.view.Refs, refs), OriginManifest, true
-		})
-	}
+	d.readManifest(name, sig)
 	if _, err := d.loadArchive(d.bg, name, sig); err != nil && d.bg.Err() == nil {
 		log.WithError(err).Debug("preload: archive load failed")
 	}
+}
+
+// readQueuedManifests reads the manifests of the queued archives whose content is
+// not known yet.
+func (d *preloadDir) readQueuedManifests() {
+	type job struct {
+		name string
+		sig  fileSig
+	}
+	var jobs []job
+	d.mu.Lock()
+	for _, n := range d.queue {
+		if f := d.files[n]; f != nil && !f.refsKnown && f.manifestSig != f.done {
+			jobs = append(jobs, job{n, f.done})
+		}
+	}
+	d.mu.Unlock()
+	for _, j := range jobs {
+		d.readManifest(j.name, j.sig)
+	}
+}
+
+// readManifest pins, while an archive version waits for its load, the references
+// its manifest names (besides those it pinned before), once per version.
+func (d *preloadDir) readManifest(name string, sig fileSig) {
+	d.mu.Lock()
+	f := d.files[name]
+	if f == nil || f.done != sig || f.manifestSig == sig {
+		d.mu.Unlock()
+		return
+	}
+	f.manifestSig = sig
+	d.mu.Unlock()
+	refs, err := archiveRefs(filepath.Join(d.dir, name))
+	if err != nil {
+		d.log.WithError(err).WithField("tarball", name).Debug("preload: manifest not readable before the load")
+		return
+	}
+	d.update(name, sig, func(f *preloadFile) {
+		f.view.Refs, f.view.Origin, f.refsKnown = union(f.view.Refs, refs), OriginManifest, true
+	})
 }
 
 // loadArchive loads one archive into the engine and records the outcome on its file
