@@ -17,6 +17,8 @@ import (
 	"gotest.tools/v3/assert"
 	is "gotest.tools/v3/assert/cmp"
 	"gotest.tools/v3/poll"
+
+	"github.com/dockpin/cri-dockerd/logctx"
 )
 
 // preloadEngine is a stateful engine for the preload directory: archives it can load
@@ -465,4 +467,56 @@ func TestPreloadDirNeverFailsOpenAtFirstStart(t *testing.T) {
 	writeFile(t, filepath.Join(dir, "app.tar"), "changed, unreadable")
 	d = newTestDir(t, dir, state, engine)
 	assert.DeepEqual(t, d.preloadPins(t, "app:1"), []string{"app.tar: app:1"})
+}
+
+// TestPreloadWatcher: through Start's own watcher (inotify) and loader, an archive
+// added while running is loaded and pinned, a list added is pulled, and removing
+// them unpins.
+func TestPreloadWatcher(t *testing.T) {
+	dir := t.TempDir()
+	engine := newPreloadEngine()
+	engine.archives["archive-a"] = []string{"a:1"}
+	engine.registry[refKey("listed:1")] = true
+	f := DefaultFlags()
+	f.PreloadImagesDir = dir
+	s, err := Start(t.Context(), f, Host{RootDirectory: t.TempDir()}, engine, logctx.Discard())
+	assert.NilError(t, err)
+	defer s.Close()
+	waitRecords := func(want map[string]string) {
+		t.Helper()
+		poll.WaitOn(t, func(poll.LogT) poll.Result {
+			got := map[string]string{}
+			for _, r := range s.PreloadRecords() {
+				got[r.Tarball] = r.State
+			}
+			if len(got) != len(want) {
+				return poll.Continue("records %v, want %v", got, want)
+			}
+			for k, v := range want {
+				if got[k] != v {
+					return poll.Continue("records %v, want %v", got, want)
+				}
+			}
+			return poll.Success()
+		})
+	}
+	pinnedBy := func(ref string) []Reason {
+		rs, err := s.Evaluate(t.Context(), []Image{{ID: digA, RepoTags: []string{ref}}})
+		assert.NilError(t, err)
+		return rs[0]
+	}
+
+	writeFile(t, filepath.Join(dir, ".a.tar.partial"), "archive-a")
+	assert.NilError(t, os.Rename(filepath.Join(dir, ".a.tar.partial"), filepath.Join(dir, "a.tar")))
+	writeFile(t, filepath.Join(dir, "images.txt"), "listed:1\n")
+	waitRecords(map[string]string{"a.tar": PreloadLoaded, "images.txt": PreloadLoaded})
+	assert.DeepEqual(t, pinnedBy("a:1"), []Reason{{Source: SourcePreload, Detail: "a.tar: a:1"}})
+	assert.DeepEqual(t, pinnedBy("listed:1"), []Reason{{Source: SourcePreload, Detail: "images.txt: listed:1"}})
+	assert.Equal(t, s.Info()["preloadDir"].(map[string]any)["watching"], "inotify")
+
+	assert.NilError(t, os.Remove(filepath.Join(dir, "a.tar")))
+	assert.NilError(t, os.Remove(filepath.Join(dir, "images.txt")))
+	waitRecords(map[string]string{})
+	assert.Check(t, is.Len(pinnedBy("a:1"), 0))
+	assert.Check(t, is.Len(pinnedBy("listed:1"), 0))
 }
