@@ -28,6 +28,7 @@ func (d *preloadDir) watch() {
 		d.log.WithError(err).WithField("interval", idle.String()).Info("preload: cannot watch the directory with inotify; polling it")
 	}
 	d.mu.Unlock()
+	d.scan() // what changed between start's scan and the watch
 	for {
 		interval := idle
 		if d.unsettled() {
