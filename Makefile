@@ -105,6 +105,10 @@ verify: ## gofmt, go vet (also with -tags e2e), go mod tidy check, shellcheck, s
 	$(MAKE) lint
 	$(MAKE) govulncheck
 
+.PHONY: bench-preload
+bench-preload: build ## a restart with 20 loaded preload archives: ours against a baseline built from main, each store in E2E_STORES
+	BENCH_STORES="$(E2E_STORES)" CRI_DOCKERD_BIN=$(CURDIR)/$(BIN) hack/bench-preload.sh
+
 .PHONY: bench-lifecycle
 bench-lifecycle: build ## critest lifecycle latencies, ours beside upstream cri-dockerd, alternating runs, each store in E2E_STORES
 	E2E_STORES="$(E2E_STORES)" CRI_DOCKERD_BIN=$(CURDIR)/$(BIN) hack/bench-lifecycle.sh

@@ -33,6 +33,12 @@ type dockerConfig struct {
 	} `json:"auths"`
 }
 
+// NodeCredentials returns the credentials the node holds in files for the registry
+// of ref, nil when it holds none: the host pulls the images of preload lists with them.
+func NodeCredentials(files []string, ref string) (*docker.AuthConfig, error) {
+	return nodeCredentials(files, ref)
+}
+
 // nodeCredentials returns the credentials the node holds for the registry of ref
 // (the first file that has an entry for it wins), nil when it holds none. Only the
 // sandbox image is pulled this way: kubelet brings its own credentials for the rest.

@@ -12,6 +12,8 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/dockpin/cri-dockerd/core/docker"
+	"github.com/dockpin/cri-dockerd/core/docker/dockertest"
+	"github.com/dockpin/cri-dockerd/logctx"
 	"github.com/dockpin/cri-dockerd/pinning"
 )
 
@@ -213,4 +215,46 @@ func TestSplitUser(t *testing.T) {
 		}
 		assert.Equal(t, name, tc.name)
 	}
+}
+
+// preloadingPins is a Pinner whose preload directory provides one image: WaitPreloaded
+// for it "loads" it into the engine (once) and reports that it waited.
+type preloadingPins struct {
+	*pinning.Pinner
+	fake     *dockertest.Fake
+	provides string
+	img      docker.Image
+	waits    int
+}
+
+func (p *preloadingPins) WaitPreloaded(_ context.Context, ref string) bool {
+	if ref != p.provides {
+		return false
+	}
+	p.waits++
+	p.fake.AddImage(p.img)
+	return true
+}
+
+// TestImageStatusWaitsForPreload: an absent image that a pending preload file provides
+// is looked up again after the wait and answered present; other absent images are
+// answered absent without a wait.
+func TestImageStatusWaitsForPreload(t *testing.T) {
+	pinner, err := pinning.New(pinning.DefaultConfig(), logctx.Discard())
+	assert.NilError(t, err)
+	fake := dockertest.New()
+	pins := &preloadingPins{Pinner: pinner, fake: fake, provides: "preloaded:1", img: testImage(7, "preloaded:1")}
+	svc := New(Config{}, Deps{Docker: fake, Pins: pins, Log: logctx.Discard()})
+	ctx := context.Background()
+	st, err := svc.ImageStatus(ctx, &runtimeapi.ImageStatusRequest{Image: &runtimeapi.ImageSpec{Image: "preloaded:1"}})
+	assert.NilError(t, err)
+	assert.Equal(t, st.GetImage().GetId(), id(7))
+	assert.Equal(t, pins.waits, 1)
+	st, err = svc.ImageStatus(ctx, &runtimeapi.ImageStatusRequest{Image: &runtimeapi.ImageSpec{Image: "preloaded:1"}})
+	assert.NilError(t, err)
+	assert.Equal(t, st.GetImage().GetId(), id(7))
+	assert.Equal(t, pins.waits, 1, "present: no wait")
+	st, err = svc.ImageStatus(ctx, &runtimeapi.ImageStatusRequest{Image: &runtimeapi.ImageSpec{Image: "other:1"}})
+	assert.NilError(t, err)
+	assert.Check(t, st.Image == nil)
 }

@@ -26,6 +26,9 @@ func (s *Service) ImageStatus(ctx context.Context, req *runtimeapi.ImageStatusRe
 		return nil, err
 	}
 	img, err := s.docker.InspectImage(ctx, ref)
+	if cerrdefs.IsNotFound(err) && s.waitPreloaded(ctx, ref) {
+		img, err = s.docker.InspectImage(ctx, ref)
+	}
 	if cerrdefs.IsNotFound(err) {
 		return &runtimeapi.ImageStatusResponse{}, nil
 	}
@@ -44,4 +47,17 @@ func (s *Service) ImageStatus(ctx context.Context, req *runtimeapi.ImageStatusRe
 		resp.Info = map[string]string{"info": string(raw)}
 	}
 	return resp, nil
+}
+
+// PreloadWaiter is implemented by a Pinner that preloads images in the background
+// (pinning's Setup): WaitPreloaded waits, bounded, while a pending preload file may
+// still provide ref and reports whether it waited. ImageStatus of an absent image asks
+// it first, so that kubelet does not turn to a registry for an image being preloaded.
+type PreloadWaiter interface {
+	WaitPreloaded(ctx context.Context, ref string) bool
+}
+
+func (s *Service) waitPreloaded(ctx context.Context, ref string) bool {
+	w, ok := s.pins.(PreloadWaiter)
+	return ok && w.WaitPreloaded(ctx, ref)
 }

@@ -142,15 +142,16 @@ func TestPreloadDamagedArchiveKeepsPins(t *testing.T) {
 	docker(t, "save", "-o", archive, "e2e/failsafe-preload:1")
 	root := filepath.Join(t.TempDir(), "root")
 	s := startShim(t, "--preload-images-dir", dir, "--cri-dockerd-root-directory", root)
-	assert.Check(t, s.crictlImages(t)[a].Pinned)
+	waitListPinned(t, s, a, true) // loaded in the background
 	s.stop(t)
 
 	raw, err := os.ReadFile(archive)
 	assert.NilError(t, err)
 	assert.NilError(t, os.WriteFile(archive, raw[:len(raw)/3], 0o644))
 	s = startShim(t, "--preload-images-dir", dir, "--cri-dockerd-root-directory", root)
-	assert.Check(t, s.crictlImages(t)[a].Pinned, "a damaged archive keeps the pins of its last good load")
-	assert.Check(t, strings.Contains(s.log(t), "tarball not loaded"))
+	assert.Check(t, s.crictlImages(t)[a].Pinned, "a damaged archive keeps the pins of its last good load, from the start")
+	waitLog(t, s, "tarball not loaded")
+	assert.Check(t, s.crictlImages(t)[a].Pinned, "and after its load failed")
 	assert.Check(t, strings.Contains(s.crictl(t, "info"), `"origin": "saved"`))
 
 	assert.NilError(t, os.Remove(archive))

@@ -8,8 +8,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"gotest.tools/v3/assert"
+	"gotest.tools/v3/poll"
 )
 
 // TestPreloadedImagesPinned: archives in --preload-images-dir are loaded at start-up
@@ -27,19 +29,30 @@ func TestPreloadedImagesPinned(t *testing.T) {
 	docker(t, "rmi", "e2e/preload-a:1", "e2e/preload-b:1")
 
 	s := startShim(t, "--preload-images-dir", dir)
-	got := s.crictlImages(t)
-	assert.Check(t, got[a].Pinned, "image from a.tar not loaded and pinned: %v", got[a])
-	assert.Check(t, got[b].Pinned, "image from b.tar.gz not loaded and pinned: %v", got[b])
+	// The archives load in the background, after the socket is served.
+	waitListPinned(t, s, a, true)
+	waitListPinned(t, s, b, true)
 	inspect := s.crictl(t, "inspecti", "-o", "json", "e2e/preload-a:1")
 	assert.Check(t, strings.Contains(inspect, `"source": "preload"`) && strings.Contains(inspect, "a.tar: e2e/preload-a:1"), inspect)
-	assert.Check(t, strings.Contains(s.log(t), "tarball not loaded"), "the broken archive must be reported")
+	waitLog(t, s, "tarball not loaded") // the broken archive is reported
 
 	assert.NilError(t, os.Remove(filepath.Join(dir, "b.tar.gz")))
 	s = startShim(t, "--preload-images-dir", dir)
-	got = s.crictlImages(t)
-	assert.Check(t, got[a].Pinned, "a.tar is still there: its image stays pinned")
+	waitListPinned(t, s, a, true) // a.tar is still there: its image stays pinned
+	got := s.crictlImages(t)
 	_, present := got[b]
 	assert.Check(t, present && !got[b].Pinned, "b.tar.gz was removed: its image stays but is no longer pinned (present=%v)", present)
+}
+
+// waitLog waits until the shim's log holds text.
+func waitLog(t *testing.T, s *shim, text string) {
+	t.Helper()
+	poll.WaitOn(t, func(poll.LogT) poll.Result {
+		if !strings.Contains(s.log(t), text) {
+			return poll.Continue("no %q in the log yet", text)
+		}
+		return poll.Success()
+	}, poll.WithTimeout(30*time.Second), poll.WithDelay(100*time.Millisecond))
 }
 
 func gzipFile(t *testing.T, from, to string) {

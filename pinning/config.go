@@ -39,25 +39,45 @@ type Config struct {
 	// WarnInterval is the minimum interval between two warnings about pin-like but
 	// ineffective labels on the same image; 0 warns every time.
 	WarnInterval time.Duration
-	// Preloaded are the images loaded from the preload directory at this start, by
-	// tarball; each reference is pinned exactly. Pins of tarballs gone since an
-	// earlier start are not here, so they are dropped.
+	// Preloaded are the images loaded from the preload directory, by file; each
+	// reference is pinned exactly. A host calling New sets it once (the pins of
+	// archives gone since an earlier start are not here, so they are dropped); Start
+	// leaves it empty and keeps the pins of --preload-images-dir current itself.
 	Preloaded []Preloaded
 }
 
-// Preloaded is what one preload tarball in the preload directory pins.
+// Preloaded is what one file of the preload directory (an image archive or a .txt
+// list of references) pins, and where it stands.
 type Preloaded struct {
-	// Tarball is the file's name in the preload directory.
+	// Tarball is the file's name in the preload directory (an archive or a list).
 	Tarball string `json:"tarball"`
 	// Refs are the references (or IDs, for untagged images) the engine loaded from it,
-	// or, when it failed to load, the ones it holds (see Origin).
+	// or, when it failed to load, the ones it holds (see Origin); for a list, the
+	// references it lists.
 	Refs []string `json:"refs"`
-	// Failed says why the tarball did not load at this start; "" when it did.
+	// Failed says why the file did not load (or, for a list, why the last pull of one
+	// of its images failed); "" when it did.
 	Failed string `json:"failed,omitempty"`
 	// Origin says where Refs come from: OriginLoaded, OriginManifest (read from the
-	// archive, which the engine could not load) or OriginSaved (the state saved at its
-	// last good load: the archive could not even be read).
+	// archive, which the engine could not load or has not loaded yet), OriginSaved
+	// (the state saved at its last good load: the archive could not even be read, or
+	// is not processed yet at this start) or OriginListed (a .txt list).
 	Origin string `json:"origin,omitempty"`
+	// Kind is PreloadArchive or PreloadList; "" for an archive (Config.Preloaded).
+	Kind string `json:"kind,omitempty"`
+	// State is PreloadPending, PreloadLoaded or PreloadFailed; "" in Config.Preloaded.
+	State string `json:"state,omitempty"`
+	// Digest is the sha256 of the archive the engine loaded ("sha256:<hex>").
+	Digest string `json:"digest,omitempty"`
+	// Skipped is true when the archive was not loaded again at this start: its
+	// content digest is the one recorded at its last load and the engine still has
+	// every image it loaded then.
+	Skipped bool `json:"skipped,omitempty"`
+	// LoadedAt is when it was loaded (an archive) or its last image pulled (a list).
+	LoadedAt string `json:"loadedAt,omitempty"`
+	// Images is, for a list, the state of each listed reference: "pending" (not tried
+	// yet), "pulling", "present" (the engine has it), or "failed: <error>" (retrying).
+	Images map[string]string `json:"images,omitempty"`
 }
 
 // Origins of Preloaded.Refs.
@@ -65,6 +85,23 @@ const (
 	OriginLoaded   = "loaded"
 	OriginManifest = "manifest"
 	OriginSaved    = "saved"
+	OriginListed   = "listed"
+)
+
+// Kinds and states of Preloaded.
+const (
+	// PreloadArchive is an image archive (docker save or OCI).
+	PreloadArchive = "archive"
+	// PreloadList is a .txt file listing image references to pull.
+	PreloadList = "list"
+	// PreloadPending: not processed yet (incomplete, queued, loading), or a list
+	// whose images are not all present yet.
+	PreloadPending = "pending"
+	// PreloadLoaded: loaded (or found already loaded), or every listed image present.
+	PreloadLoaded = "loaded"
+	// PreloadFailed: the archive did not load (Failed says why); it pins what its
+	// manifest names or what it loaded last.
+	PreloadFailed = "failed"
 )
 
 // DefaultConfig returns the configuration used when no flag changes it.

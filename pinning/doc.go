@@ -16,4 +16,11 @@
 // --preload-images-dir). Then Evaluate answers ListImages, Check answers
 // ImageStatus, ReloadLogged or ReloadOnSIGHUP re-read the pins file, Info feeds
 // verbose Status and KeepPin wraps pulls (--preserve-pin-on-pull). See ExampleStart.
+//
+// With --preload-images-dir, Start returns at once and keeps the directory's pins
+// current in the background: archives are loaded one at a time (skipped when their
+// recorded content digest matches and the engine, an ImageChecker, still has their
+// images), .txt lists are pinned when read and pulled by an ImagePuller engine, and
+// files added or removed while running are loaded or unpinned. The host's ImageStatus
+// calls WaitPreloaded for an absent image; restores call ReloadArchiveFor.
 package pinning

@@ -98,6 +98,7 @@ func ExampleFlags_AddFlags() {
 	// --pinned-image-labels=[]
 	// --pinned-images=[]
 	// --pinned-images-file=
+	// --preload-image-status-wait=1m0s
 	// --preload-images-dir=
 	// --preserve-pin-on-pull=true
 }

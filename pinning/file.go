@@ -119,7 +119,7 @@ func (p *Pinner) loadFile() error {
 	if err != nil {
 		return err
 	}
-	p.set.Store(newMatchSet(p.rules, &pinsFileState{patterns: patterns, loadedAt: now}))
+	p.set.Store(newMatchSet(p.rules, &pinsFileState{patterns: patterns, loadedAt: now}, p.set.Load().preload))
 	log := p.log.WithFields(logrus.Fields{"file": p.cfg.PinsFile, "patterns": len(patterns)})
 	log.Info("loaded pinned images file")
 	saved := savedPinsFile{Path: p.cfg.PinsFile, Patterns: patternTexts(patterns), LoadedAt: now}
@@ -155,7 +155,7 @@ func (p *Pinner) startFile() {
 			"ListImages answers Unavailable until it is fixed and reloaded (SIGHUP)")
 		return
 	}
-	p.set.Store(newMatchSet(p.rules, &pinsFileState{patterns: patterns, loadedAt: saved.LoadedAt, restored: true}))
+	p.set.Store(newMatchSet(p.rules, &pinsFileState{patterns: patterns, loadedAt: saved.LoadedAt, restored: true}, p.set.Load().preload))
 	log.WithFields(logrus.Fields{"patterns": len(patterns), "saved_at": formatTime(saved.LoadedAt)}).
 		Error("PINS FILE NOT LOADED: its last good version, saved at start-up or SIGHUP before, stays in force until it is fixed and reloaded (SIGHUP)")
 }

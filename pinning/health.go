@@ -37,9 +37,10 @@ type Health struct {
 	PinnedBySource map[string]int
 	// Sources is the state of every extra source (containerd labels, say).
 	Sources []SourceHealth
-	// PreloadArchives and PreloadRefs count the preload archives of this start and the
-	// references they pin, by origin (OriginLoaded, OriginManifest: it failed to load,
-	// OriginSaved: it could not be read, PreloadPinsNothing: nor ever loaded).
+	// PreloadArchives and PreloadRefs count the files of the preload directory
+	// (archives and lists) and the references they pin, by origin (OriginLoaded,
+	// OriginManifest: not loaded or not yet, OriginSaved: not loaded yet or unreadable,
+	// OriginListed: a list, PreloadPinsNothing: nothing, or nothing yet).
 	PreloadArchives, PreloadRefs map[string]int
 }
 
@@ -57,7 +58,7 @@ type SourceHealth struct {
 func (p *Pinner) Health() Health {
 	now := p.now()
 	h := Health{PinnedBySource: map[string]int{}, PreloadArchives: map[string]int{}, PreloadRefs: map[string]int{}}
-	for _, pre := range p.cfg.Preloaded {
+	for _, pre := range p.preloadedNow() {
 		origin := cmp.Or(pre.Origin, PreloadPinsNothing)
 		h.PreloadArchives[origin]++
 		h.PreloadRefs[origin] += len(pre.Refs)

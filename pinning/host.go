@@ -26,8 +26,12 @@ type Flags struct {
 	PinnedImageLabels []string `json:"pinnedImageLabels"`
 	// PinnedImagesFile is a file of pin patterns, one a line, re-read on SIGHUP.
 	PinnedImagesFile string `json:"pinnedImagesFile"`
-	// PreloadImagesDir holds image archives loaded at start-up and pinned ("" = none).
+	// PreloadImagesDir holds image archives and .txt lists of references, loaded or
+	// pulled in the background and pinned, watched while running ("" = none).
 	PreloadImagesDir string `json:"preloadImagesDir"`
+	// PreloadImageStatusWait bounds how long ImageStatus waits for an image that a
+	// pending file of PreloadImagesDir will provide (0 = no wait).
+	PreloadImageStatusWait time.Duration `json:"preloadImageStatusWait"`
 	// PinFromConfigLabels honours io.cri-containerd.pinned=pinned in image config labels.
 	PinFromConfigLabels bool `json:"pinFromConfigLabels"`
 	// PinFromContainerdLabels is auto (on when the engine uses the containerd image store), true or false.
@@ -53,6 +57,7 @@ func DefaultFlags() Flags {
 		PinFromContainerdLabels: "auto",
 		PreservePinOnPull:       true,
 		ContainerdTimeout:       2 * time.Second,
+		PreloadImageStatusWait:  DefaultPreloadWait,
 	}
 }
 
@@ -61,7 +66,8 @@ func (f *Flags) AddFlags(fs *pflag.FlagSet) {
 	fs.StringSliceVar(&f.PinnedImages, "pinned-images", f.PinnedImages, "Images that image garbage collection must keep: repo:tag, repo@digest, a bare repo (every tag), prefix* or *keyword*. Repeatable, comma-separated.")
 	fs.StringSliceVar(&f.PinnedImageLabels, "pinned-image-labels", f.PinnedImageLabels, "Pin images whose image config has one of these labels: key or key=value. Repeatable, comma-separated.")
 	fs.StringVar(&f.PinnedImagesFile, "pinned-images-file", f.PinnedImagesFile, "A file of pin patterns, one per line (# comments); re-read on SIGHUP.")
-	fs.StringVar(&f.PreloadImagesDir, "preload-images-dir", f.PreloadImagesDir, "A directory of image archives (docker save or OCI, .tar[.gz|.xz|.zst|.bz2]) loaded at start-up and pinned; pins of archives removed since are dropped at the next start.")
+	fs.StringVar(&f.PreloadImagesDir, "preload-images-dir", f.PreloadImagesDir, "A directory of image archives (docker save or OCI, .tar[.gz|.xz|.zst|.bz2]) and .txt lists of image references, loaded or pulled in the background and pinned; watched: files added are loaded, files removed unpinned; archives already loaded (same content digest) are not loaded again at restart.")
+	fs.DurationVar(&f.PreloadImageStatusWait, "preload-image-status-wait", f.PreloadImageStatusWait, "How long ImageStatus waits for an absent image that a pending file of --preload-images-dir will provide before answering without it; 0 answers at once.")
 	fs.BoolVar(&f.PinFromConfigLabels, "pin-from-config-labels", f.PinFromConfigLabels, "Pin images whose image config has the label io.cri-containerd.pinned=pinned.")
 	fs.StringVar(&f.PinFromContainerdLabels, "pin-from-containerd-labels", f.PinFromContainerdLabels, "Pin images whose record in the engine's containerd image store has io.cri-containerd.pinned=pinned: auto (when the engine uses the containerd image store), true or false.")
 	fs.StringVar(&f.ContainerdAddress, "containerd-address", f.ContainerdAddress, "The engine's containerd socket (default: from the engine's /info, else /run/containerd/containerd.sock, else /var/run/docker/containerd/containerd.sock).")
@@ -80,6 +86,9 @@ func (f *Flags) Validate(sandboxImage string) error {
 	case "auto", "true", "false":
 	default:
 		errs = append(errs, fmt.Errorf("--pin-from-containerd-labels %q: must be auto, true or false", f.PinFromContainerdLabels))
+	}
+	if f.PreloadImageStatusWait < 0 {
+		errs = append(errs, fmt.Errorf("--preload-image-status-wait %s: must not be negative", f.PreloadImageStatusWait))
 	}
 	if f.ContainerdTimeout <= 0 || f.PinSourceMaxStaleness < 0 {
 		errs = append(errs, errors.New("--containerd-timeout must be positive and --pin-source-max-staleness not negative"))

@@ -25,6 +25,21 @@ type Engine interface {
 	LoadImages(ctx context.Context, archive io.Reader) ([]string, error)
 }
 
+// ImageChecker is implemented by an Engine that can tell whether it has an image
+// (by reference or ID). With it, an archive of --preload-images-dir whose content
+// digest is the one recorded at its last load is not loaded again at start while the
+// engine still has its images, and a listed image the engine has is not pulled.
+type ImageChecker interface {
+	HasImage(ctx context.Context, ref string) (bool, error)
+}
+
+// ImagePuller is implemented by an Engine that pulls images with the node's
+// registry credentials; with it, the images named by the .txt lists of
+// --preload-images-dir are pulled (else they are pinned only).
+type ImagePuller interface {
+	PullImage(ctx context.Context, ref string) error
+}
+
 // EngineInfo are the facts of the engine's /info that pinning uses.
 type EngineInfo struct {
 	// Driver is the storage driver, for messages.
@@ -59,12 +74,14 @@ type Setup struct {
 	log        logrus.FieldLogger
 	containerd *ContainerdSource // nil when off
 	keepPins   bool              // --preserve-pin-on-pull
+	preload    *preloadDir       // nil without --preload-images-dir
 }
 
 // Start builds pinning from the flags: it decides whether the containerd
-// record-label source runs (asking engine for its image store), loads and pins the
-// archives of --preload-images-dir through engine, reads the pins file and returns the
-// Setup. Flags must have been validated (Flags.Validate). A nil log discards messages.
+// record-label source runs (asking engine for its image store), reads the pins file,
+// starts watching --preload-images-dir (the pins its files gave at earlier starts apply
+// at once; archives load and lists pull in the background, through engine, see
+// ImageChecker and ImagePuller) and returns the Setup. Flags must have been validated (Flags.Validate). A nil log discards messages.
 func Start(ctx context.Context, f Flags, h Host, engine Engine, log logrus.FieldLogger) (*Setup, error) {
 	log = logctx.OrDiscard(log)
 	s := &Setup{log: log, keepPins: f.PreservePinOnPull}
@@ -77,20 +94,33 @@ func Start(ctx context.Context, f Flags, h Host, engine Engine, log logrus.Field
 		ctrdSource, s.containerd = containerdPins(ctx, &f, h.DockerEndpoint, info, log)
 	}
 	cfg := f.Config(h.SandboxImage, h.RootDirectory)
-	if f.PreloadImagesDir != "" {
-		cfg.Preloaded = preloadImages(engine, f.PreloadImagesDir, log.WithField("component", "preload"))
-	}
-	p, err := New(cfg, log, ctrdSource)
+	p, err := newPinner(cfg, log, f.PreloadImagesDir != "", ctrdSource)
 	if err != nil {
 		_ = s.Close()
 		return nil, err
 	}
 	s.Pinner = p
+	if f.PreloadImagesDir != "" {
+		s.preload = newPreloadDir(f.PreloadImagesDir, engine, p, f.PreloadImageStatusWait, log.WithField("component", "preload"))
+		s.preload.start()
+	}
 	return s, nil
 }
 
-// Close releases the containerd connection.
+// Info is the Pinner's Info with the preload directory's state ("preloadDir").
+func (s *Setup) Info() map[string]any {
+	info := s.Pinner.Info()
+	if s.preload != nil {
+		info["preloadDir"] = s.preload.info()
+	}
+	return info
+}
+
+// Close stops watching the preload directory and releases the containerd connection.
 func (s *Setup) Close() error {
+	if s.preload != nil {
+		s.preload.close()
+	}
 	if s.containerd == nil {
 		return nil
 	}

@@ -29,7 +29,21 @@ func TestStartPreloadsAndPins(t *testing.T) {
 	assert.NilError(t, err)
 	defer s.Close()
 
+	// The socket is served first: the archive is loaded in the background once it
+	// stayed unchanged for the settle time.
+	poll.WaitOn(t, func(poll.LogT) poll.Result {
+		if len(engine.loadedArchives()) == 0 {
+			return poll.Continue("not loaded yet")
+		}
+		return poll.Success()
+	})
 	assert.DeepEqual(t, engine.loadedArchives(), []string{"archive-infra"})
+	poll.WaitOn(t, func(poll.LogT) poll.Result {
+		if rs := s.PreloadRecords(); len(rs) != 1 || rs[0].State != PreloadLoaded {
+			return poll.Continue("not recorded yet: %+v", rs)
+		}
+		return poll.Success()
+	})
 	reasons, err := s.Evaluate(context.Background(), []Image{
 		{ID: digA, RepoTags: []string{"registry.local/infra/dns:1"}},
 		{ID: digB, RepoTags: []string{"busybox:1.36"}},

@@ -50,7 +50,7 @@ func (p *Pinner) Info() map[string]any {
 		"snapshotTTL":    p.cfg.SnapshotTTL.String(),
 		"warnInterval":   p.cfg.WarnInterval.String(),
 		"pinsFile":       p.pinsFileInfo(),
-		"preloaded":      p.cfg.Preloaded,
+		"preloaded":      p.preloadedNow(),
 		"sources":        p.sourcesInfo(now),
 		"lastEvaluation": p.evalInfo(),
 	}

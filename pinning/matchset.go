@@ -12,6 +12,7 @@ type matchSet struct {
 	idPatterns  []int          // indexes of patterns that can match an image ID
 	words       int            // length of a bitmask over patterns
 	file        *pinsFileState // the pins file in force; nil without one
+	preload     []Pattern      // the preloaded images' patterns in force (patterns[fileEnd:])
 }
 
 // refMemo records the patterns of set that match one reference.
@@ -21,8 +22,8 @@ type refMemo struct {
 	inline [1]uint64 // backs bits for sets of up to 64 patterns: one allocation, one cache line
 }
 
-func newMatchSet(r *rules, file *pinsFileState) *matchSet {
-	s := &matchSet{file: file}
+func newMatchSet(r *rules, file *pinsFileState, preload []Pattern) *matchSet {
+	s := &matchSet{file: file, preload: preload}
 	if r.sandbox != nil {
 		s.patterns = append(s.patterns, *r.sandbox)
 	}
@@ -33,7 +34,7 @@ func newMatchSet(r *rules, file *pinsFileState) *matchSet {
 		s.patterns = append(s.patterns, file.patterns...)
 	}
 	s.fileEnd = len(s.patterns)
-	s.patterns = append(s.patterns, r.preload...)
+	s.patterns = append(s.patterns, preload...)
 	for i := range s.patterns {
 		if k := s.patterns[i].kind; k == kindDigest || k == kindBareDigest {
 			s.idPatterns = append(s.idPatterns, i)

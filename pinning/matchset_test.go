@@ -24,8 +24,8 @@ func TestMatchSetManyPatterns(t *testing.T) {
 func TestMatchSetMemoFollowsSet(t *testing.T) {
 	r, err := compileRules(Config{Patterns: []string{"busybox"}})
 	assert.NilError(t, err)
-	one := newMatchSet(r, nil)
-	two := newMatchSet(r, &pinsFileState{patterns: []Pattern{mustPattern(t, "*box*")}})
+	one := newMatchSet(r, nil, nil)
+	two := newMatchSet(r, &pinsFileState{patterns: []Pattern{mustPattern(t, "*box*")}}, nil)
 	ref := normalizeRef("busybox:1")
 	assert.DeepEqual(t, one.refBits(ref), []uint64{0b01})
 	assert.DeepEqual(t, two.refBits(ref), []uint64{0b11})
@@ -35,7 +35,7 @@ func TestMatchSetMemoFollowsSet(t *testing.T) {
 func TestMatchSetIDPatterns(t *testing.T) {
 	r, err := compileRules(Config{SandboxImage: "pause@" + digA, Patterns: []string{digB, "busybox"}})
 	assert.NilError(t, err)
-	s := newMatchSet(r, nil)
+	s := newMatchSet(r, nil, nil)
 	assert.DeepEqual(t, s.idPatterns, []int{0, 1})
 	bits := make([]uint64, s.words)
 	assert.Assert(t, s.match(digB, nil, bits))

@@ -78,14 +78,25 @@ type Pinner struct {
 	sources   atomic.Pointer[[]*sourceState]
 
 	lastEval atomic.Pointer[evalStats]
+
+	preloaded    atomic.Pointer[[]Preloaded] // what the preload files pin now, for Info and Health
+	preloadBlock atomic.Pointer[[]string]    // preload files present at start whose pins are not known yet
 }
 
 // New validates cfg, loads the pins file (see startFile: a bad one does not fail
 // New) and registers sources. A nil log discards messages.
 func New(cfg Config, log logrus.FieldLogger, sources ...Source) (*Pinner, error) {
+	return newPinner(cfg, log, false, sources...)
+}
+
+// newPinner is New; with watchedPreload the preload directory's watcher (Start) owns
+// the preload pins and their saved state, so cfg.Preloaded is not resolved here.
+func newPinner(cfg Config, log logrus.FieldLogger, watchedPreload bool, sources ...Source) (*Pinner, error) {
 	log = logctx.OrDiscard(log)
 	store := stateStore{dir: cfg.StateDir}
-	cfg.Preloaded = resolvePreloaded(store, cfg.Preloaded, log)
+	if !watchedPreload {
+		cfg.Preloaded = resolvePreloaded(store, cfg.Preloaded, log)
+	}
 	r, err := compileRules(cfg)
 	if err != nil {
 		return nil, err
@@ -99,7 +110,9 @@ func New(cfg Config, log logrus.FieldLogger, sources ...Source) (*Pinner, error)
 		refs:  newRefCache(maxCachedRefs),
 		warns: newWarnLimiter(cfg.WarnInterval, maxWarnedImages),
 	}
-	p.set.Store(newMatchSet(r, nil))
+	p.set.Store(newMatchSet(r, nil, r.preload))
+	preloaded := cfg.Preloaded
+	p.preloaded.Store(&preloaded)
 	if cfg.PinsFile != "" {
 		p.startFile()
 	}
@@ -122,6 +135,9 @@ func (p *Pinner) Evaluate(ctx context.Context, imgs []Image) ([][]Reason, error)
 	}
 	e := p.newEvaluation(ctx, matchers)
 	if err := p.fileErr(e.set); err != nil {
+		return nil, err
+	}
+	if err := p.preloadErr(); err != nil {
 		return nil, err
 	}
 	out := make([][]Reason, len(imgs))

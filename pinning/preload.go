@@ -1,6 +1,10 @@
 package pinning
 
 import (
+	"fmt"
+	"strings"
+
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/sirupsen/logrus"
 )
 
@@ -49,4 +53,58 @@ func resolvePreloaded(store stateStore, loaded []Preloaded, log logrus.FieldLogg
 		log.WithError(err).Warn("preload: cannot save what the archives pin; a failed load at the next start may unpin them")
 	}
 	return out
+}
+
+// preloadedNow returns what the preload files pin now.
+func (p *Pinner) preloadedNow() []Preloaded {
+	if l := p.preloaded.Load(); l != nil {
+		return *l
+	}
+	return nil
+}
+
+// setPreloaded puts what the preload files pin now into force (the preload
+// directory's watcher calls it at every change). A reference that does not parse is
+// logged and skipped; the others stay pinned.
+func (p *Pinner) setPreloaded(files []Preloaded) {
+	var patterns []Pattern
+	for _, f := range files {
+		got, err := parsePreloaded([]Preloaded{f})
+		if err != nil {
+			p.log.WithError(err).WithField("file", f.Tarball).Error("preload: reference skipped")
+			got = nil
+			for _, ref := range f.Refs {
+				if one, err := parsePreloaded([]Preloaded{{Tarball: f.Tarball, Refs: []string{ref}}}); err == nil {
+					got = append(got, one...)
+				}
+			}
+		}
+		patterns = append(patterns, got...)
+	}
+	p.reloadMu.Lock()
+	defer p.reloadMu.Unlock()
+	p.set.Store(newMatchSet(p.rules, p.set.Load().file, patterns))
+	p.preloaded.Store(&files)
+}
+
+// setPreloadBlock records the preload files that were in the directory at start, were
+// never processed before (nothing saved) and whose content is not known yet: until
+// none is left, Evaluate refuses, as it does for a source that never answered, since
+// their images may be in the engine already and must not be listed unpinned.
+func (p *Pinner) setPreloadBlock(files []string) {
+	if len(files) == 0 {
+		p.preloadBlock.Store(nil)
+		return
+	}
+	p.preloadBlock.Store(&files)
+}
+
+// preloadErr is Evaluate's error while setPreloadBlock's files are not read yet.
+func (p *Pinner) preloadErr() error {
+	files := p.preloadBlock.Load()
+	if files == nil {
+		return nil
+	}
+	return fmt.Errorf("preload files present at start are not read yet, so what they pin is not known (%s): %w: %w",
+		strings.Join(*files, ", "), ErrNoPinState, cerrdefs.ErrUnavailable)
 }

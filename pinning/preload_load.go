@@ -2,15 +2,14 @@ package pinning
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"time"
-
-	"github.com/sirupsen/logrus"
 )
 
 // preloadSuffixes are the archive names loaded from the preload directory (the engine
@@ -25,59 +24,234 @@ type imageLoader interface {
 	LoadImages(ctx context.Context, archive io.Reader) ([]string, error)
 }
 
-// preloadImages loads every image archive in dir, in name order, and returns what each
-// loaded. A tarball that fails to load does not keep the runtime from starting; it
-// keeps pinning what it holds (its manifest, when readable; else pinning falls back to
-// what it loaded at an earlier start). A missing directory preloads nothing.
-func preloadImages(engine imageLoader, dir string, log logrus.FieldLogger) []Preloaded {
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		log.WithError(err).Warn("preload: cannot read the preload directory; nothing preloaded")
-		return nil
-	}
-	var out []Preloaded
-	for _, e := range entries {
-		name := e.Name()
-		if !e.Type().IsRegular() || !slices.ContainsFunc(preloadSuffixes, func(s string) bool { return strings.HasSuffix(name, s) }) {
-			continue
+// loader processes the queued archives one after the other until close.
+func (d *preloadDir) loader() {
+	for {
+		select {
+		case <-d.bg.Done():
+			return
+		case <-d.work:
 		}
-		start := time.Now()
-		refs, err := loadArchive(engine, filepath.Join(dir, name))
-		entry := log.WithField("tarball", name).WithField("duration", time.Since(start).Round(time.Millisecond))
-		if err != nil {
-			failed := Preloaded{Tarball: name, Failed: err.Error()}
-			held, merr := archiveRefs(filepath.Join(dir, name))
-			if merr != nil {
-				entry.WithError(err).WithField("manifest_error", merr.Error()).
-					Error("preload: tarball not loaded and not readable; its pins are those of its last good load")
-			} else {
-				failed.Refs, failed.Origin = held, OriginManifest
-				entry.WithError(err).WithField("images", held).
-					Error("preload: tarball not loaded; the images its manifest names stay pinned")
-			}
-			out = append(out, failed)
-			continue
+		for d.bg.Err() == nil && d.processNext() {
 		}
-		entry.WithField("images", refs).Info("preload: loaded and pinned")
-		out = append(out, Preloaded{Tarball: name, Refs: refs, Origin: OriginLoaded})
 	}
-	return out
 }
 
-func loadArchive(engine imageLoader, path string) ([]string, error) {
+// processNext processes the first queued archive; it reports whether there was one.
+// The manifests of queued archives whose content is not known are read first, so
+// that what they pin is known before the first (maybe long) load.
+func (d *preloadDir) processNext() bool {
+	d.readQueuedManifests()
+	d.mu.Lock()
+	if len(d.queue) == 0 {
+		d.mu.Unlock()
+		return false
+	}
+	name := d.queue[0]
+	d.queue = d.queue[1:]
+	f := d.files[name]
+	var sig fileSig
+	var rec preloadRecord
+	if f != nil {
+		sig, rec = f.done, f.rec
+	}
+	d.mu.Unlock()
+	if f != nil {
+		d.processArchive(name, sig, rec)
+	}
+	return true
+}
+
+// processArchive brings one archive version (sig) into force: when its content
+// digest is the one recorded at its last load and the engine still has every image
+// it loaded then, nothing is loaded; else its manifest's references are pinned while
+// it loads, then what the engine loaded.
+func (d *preloadDir) processArchive(name string, sig fileSig, rec preloadRecord) {
+	path := filepath.Join(d.dir, name)
+	log := d.log.WithField("tarball", name)
+	if rec.Digest != "" && d.has != nil {
+		digest := rec.Digest
+		var err error
+		if rec.Sig != sig { // touched or copied again: the content may still be the same
+			digest, err = fileDigest(path)
+		}
+		if err == nil && digest == rec.Digest && d.stillLoaded(rec.Refs) {
+			d.update(name, sig, func(f *preloadFile) {
+				f.rec.Sig = sig
+				f.view = Preloaded{Tarball: name, Kind: PreloadArchive, Refs: rec.Refs, Origin: OriginLoaded,
+					State: PreloadLoaded, Digest: digest, Skipped: true}
+				f.refsKnown = true
+				d.skips++
+			})
+			log.WithField("digest", digest).WithField("images", rec.Refs).
+				Info("preload: archive already loaded (same content digest, images present): not loaded again")
+			return
+		}
+	}
+	d.readManifest(name, sig)
+	if _, err := d.loadArchive(d.bg, name, sig); err != nil && d.bg.Err() == nil {
+		log.WithError(err).Debug("preload: archive load failed")
+	}
+}
+
+// readQueuedManifests reads the manifests of the queued archives whose content is
+// not known yet.
+func (d *preloadDir) readQueuedManifests() {
+	type job struct {
+		name string
+		sig  fileSig
+	}
+	var jobs []job
+	d.mu.Lock()
+	for _, n := range d.queue {
+		if f := d.files[n]; f != nil && !f.refsKnown && f.manifestSig != f.done {
+			jobs = append(jobs, job{n, f.done})
+		}
+	}
+	d.mu.Unlock()
+	for _, j := range jobs {
+		d.readManifest(j.name, j.sig)
+	}
+}
+
+// readManifest pins, while an archive version waits for its load, the references
+// its manifest names (besides those it pinned before), once per version.
+func (d *preloadDir) readManifest(name string, sig fileSig) {
+	d.mu.Lock()
+	f := d.files[name]
+	if f == nil || f.done != sig || f.manifestSig == sig {
+		d.mu.Unlock()
+		return
+	}
+	f.manifestSig = sig
+	d.mu.Unlock()
+	refs, err := archiveRefs(filepath.Join(d.dir, name))
+	if err != nil {
+		d.log.WithError(err).WithField("tarball", name).Debug("preload: manifest not readable before the load")
+		return
+	}
+	d.update(name, sig, func(f *preloadFile) {
+		f.view.Refs, f.view.Origin, f.refsKnown = union(f.view.Refs, refs), OriginManifest, true
+	})
+}
+
+// loadArchive loads one archive into the engine and records the outcome on its file
+// (when the file is still that version, sig; a zero sig: whatever version it is).
+func (d *preloadDir) loadArchive(ctx context.Context, name string, sig fileSig) ([]string, error) {
+	path := filepath.Join(d.dir, name)
+	d.loadMu.Lock()
+	start := time.Now()
+	refs, digest, err := loadArchiveFile(ctx, d.engine, path)
+	d.loadMu.Unlock()
+	log := d.log.WithField("tarball", name).WithField("duration", time.Since(start).Round(time.Millisecond))
+	if ctx.Err() != nil && err != nil {
+		return nil, err // stopping: record nothing
+	}
+	if err == nil {
+		log.WithField("images", refs).Info("preload: loaded and pinned")
+		d.update(name, sig, func(f *preloadFile) {
+			f.rec = preloadRecord{Tarball: name, Kind: PreloadArchive, Refs: refs, Digest: digest, Sig: f.done}
+			f.view = Preloaded{Tarball: name, Kind: PreloadArchive, Refs: refs, Origin: OriginLoaded, State: PreloadLoaded,
+				Digest: digest, LoadedAt: formatTime(d.now())}
+			f.refsKnown = true
+			d.loads++
+		})
+		return refs, nil
+	}
+	held, merr := archiveRefs(path)
+	d.update(name, sig, func(f *preloadFile) {
+		f.view.State, f.view.Failed, f.view.Skipped, f.refsKnown = PreloadFailed, err.Error(), false, true
+		switch {
+		case merr == nil:
+			f.view.Refs, f.view.Origin = held, OriginManifest
+			log.WithError(err).WithField("images", held).Error("preload: tarball not loaded; the images its manifest names stay pinned")
+		case len(f.rec.Refs) > 0:
+			f.view.Refs, f.view.Origin = slices.Clone(f.rec.Refs), OriginSaved
+			log.WithError(err).WithField("manifest_error", merr.Error()).WithField("images", f.rec.Refs).
+				Error("preload: tarball not loaded and not readable; its images stay pinned as at its last good load")
+		default:
+			f.view.Refs, f.view.Origin = nil, ""
+			log.WithError(err).WithField("manifest_error", merr.Error()).
+				Error("preload: tarball not loaded, not readable and never loaded before: it pins nothing")
+		}
+	})
+	return nil, err
+}
+
+// update applies change to the file called name when it is still the version sig
+// (any version when sig is zero), then publishes.
+func (d *preloadDir) update(name string, sig fileSig, change func(*preloadFile)) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	f := d.files[name]
+	if f == nil || (sig != fileSig{} && f.done != sig) {
+		return // removed, or changed since: the newer version is processed on its own
+	}
+	change(f)
+	d.publishLocked()
+}
+
+// stillLoaded tells whether the engine has every one of refs.
+func (d *preloadDir) stillLoaded(refs []string) bool {
+	if len(refs) == 0 {
+		return false
+	}
+	for _, ref := range refs {
+		ctx, cancel := context.WithTimeout(d.bg, time.Minute)
+		ok, err := d.has.HasImage(ctx, ref)
+		cancel()
+		if err != nil || !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// loadArchiveFile loads the archive at path and returns what the engine loaded and
+// the sha256 of the bytes it was given.
+func loadArchiveFile(ctx context.Context, engine imageLoader, path string) ([]string, string, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	defer f.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), preloadTimeout)
+	ctx, cancel := context.WithTimeout(ctx, preloadTimeout)
 	defer cancel()
-	refs, err := engine.LoadImages(ctx, f)
+	h := sha256.New()
+	refs, err := engine.LoadImages(ctx, io.TeeReader(f, h))
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	if len(refs) == 0 {
-		return nil, fmt.Errorf("the engine loaded no image from %s", filepath.Base(path))
+		return nil, "", fmt.Errorf("the engine loaded no image from %s", filepath.Base(path))
 	}
-	return refs, nil
+	if _, err := io.Copy(h, f); err != nil { // the engine may stop reading before the end
+		return nil, "", err
+	}
+	return refs, "sha256:" + hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// fileDigest is the sha256 of the file at path.
+func fileDigest(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return "sha256:" + hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// union returns a followed by the elements of b not in a.
+func union(a, b []string) []string {
+	out := slices.Clone(a)
+	for _, s := range b {
+		if !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	return out
 }

@@ -23,7 +23,7 @@ func (m *Metrics) WatchPins(p PinHealth) {
 	evaluatedAt := desc("pin_evaluation_timestamp_seconds", "When the most recent pin evaluation ran (absent before the first).")
 	sourceState := desc("pin_source_state", "1 for the state a pin source is in (healthy, stale, expired, never read), 0 for the others.", "source", "state")
 	refreshed := desc("pin_source_last_refresh_timestamp_seconds", "When a pin source last answered (or its saved state was taken); its staleness is time() minus this.", "source")
-	preloadArchives := desc("preload_archives", "Preload archives of this start, by where their pins come from (loaded; manifest: not loaded, read; saved: unreadable, as at their last good load; none: pinning nothing).", "origin")
+	preloadArchives := desc("preload_archives", "Files of the preload directory (archives and .txt lists), by where their pins come from (loaded; manifest: not loaded (yet), read; saved: not loaded (yet, or unreadable), as at their last good load; listed: a list; none: pinning nothing (yet)).", "origin")
 	preloadRefs := desc("preload_pinned_refs", "References the preload archives pin, by origin (as cri_dockerd_preload_archives).", "origin")
 	m.reg.MustRegister(scrapeCollector{
 		descs: []*prometheus.Desc{images, pinned, bySource, evaluatedAt, sourceState, refreshed, preloadArchives, preloadRefs},

@@ -62,7 +62,7 @@ cri_dockerd_pin_source_state{source="containerd-label",state="stale"} 1
 # HELP cri_dockerd_pin_source_last_refresh_timestamp_seconds When a pin source last answered (or its saved state was taken); its staleness is time() minus this.
 # TYPE cri_dockerd_pin_source_last_refresh_timestamp_seconds gauge
 cri_dockerd_pin_source_last_refresh_timestamp_seconds{source="containerd-label"} 1.69999994e+09
-# HELP cri_dockerd_preload_archives Preload archives of this start, by where their pins come from (loaded; manifest: not loaded, read; saved: unreadable, as at their last good load; none: pinning nothing).
+# HELP cri_dockerd_preload_archives Files of the preload directory (archives and .txt lists), by where their pins come from (loaded; manifest: not loaded (yet), read; saved: not loaded (yet, or unreadable), as at their last good load; listed: a list; none: pinning nothing (yet)).
 # TYPE cri_dockerd_preload_archives gauge
 cri_dockerd_preload_archives{origin="loaded"} 2
 cri_dockerd_preload_archives{origin="saved"} 1

@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/sirupsen/logrus"
 	"github.com/spf13/pflag"
 
@@ -126,7 +127,8 @@ func run(opts *Options, log *logrus.Logger, hup <-chan os.Signal, wait engineWai
 
 	pins, err := pinning.Start(ctx, opts.Flags, pinning.Host{
 		SandboxImage: opts.SandboxImage, RootDirectory: opts.RootDirectory, DockerEndpoint: opts.DockerEndpoint,
-	}, pinEngine{client: client, info: info}, log.WithField("component", "pinning"))
+	}, pinEngine{client: client, info: info, credentialFiles: core.DefaultCredentialFiles(), pullDeadline: opts.ImagePullProgressDeadline},
+		log.WithField("component", "pinning"))
 	if err != nil {
 		return err
 	}
@@ -295,10 +297,30 @@ func imageClient(opts *Options, engine docker.Client, log logrus.FieldLogger) en
 	return engineImages{client: cache, info: func() any { return cache.CacheInfo() }, stop: func() { cancel(); <-done }, cache: cache}
 }
 
-// pinEngine is the engine as pinning sees it: the /info read at start and image loads.
+// pinEngine is the engine as pinning sees it: the /info read at start, image loads,
+// image lookups and the pulls of preload lists (with the node's credentials, as the
+// sandbox image is pulled).
 type pinEngine struct {
-	client docker.Client
-	info   docker.Info
+	client          docker.Client
+	info            docker.Info
+	credentialFiles []string
+	pullDeadline    time.Duration
+}
+
+func (e pinEngine) HasImage(ctx context.Context, ref string) (bool, error) {
+	_, err := e.client.InspectImage(ctx, ref)
+	if cerrdefs.IsNotFound(err) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+func (e pinEngine) PullImage(ctx context.Context, ref string) error {
+	auth, err := core.NodeCredentials(e.credentialFiles, ref)
+	if err != nil {
+		return err
+	}
+	return e.client.PullImage(ctx, ref, docker.PullOptions{Auth: auth, ProgressDeadline: e.pullDeadline})
 }
 
 func (e pinEngine) EngineInfo(context.Context) (pinning.EngineInfo, error) {
