@@ -59,6 +59,9 @@ type Setup struct {
 	log        logrus.FieldLogger
 	containerd *ContainerdSource // nil when off
 	keepPins   bool              // --preserve-pin-on-pull
+	restore    bool              // --restore-pinned-images
+	sticky     *stickyKeeper     // nil when the containerd source is off
+	stopSticky func()
 }
 
 // Start builds pinning from the flags: it decides whether the containerd
@@ -67,7 +70,7 @@ type Setup struct {
 // Setup. Flags must have been validated (Flags.Validate). A nil log discards messages.
 func Start(ctx context.Context, f Flags, h Host, engine Engine, log logrus.FieldLogger) (*Setup, error) {
 	log = logctx.OrDiscard(log)
-	s := &Setup{log: log, keepPins: f.PreservePinOnPull}
+	s := &Setup{log: log, keepPins: f.PreservePinOnPull, restore: f.RestorePinnedImages, stopSticky: func() {}}
 	ctrdSource := Disabled(SourceContainerd, "turned off by --pin-from-containerd-labels=false")
 	if f.PinFromContainerdLabels != "false" {
 		info, err := engine.EngineInfo(ctx)
@@ -86,11 +89,15 @@ func Start(ctx context.Context, f Flags, h Host, engine Engine, log logrus.Field
 		return nil, err
 	}
 	s.Pinner = p
+	if s.containerd != nil {
+		s.startSticky(s.containerd.store(), f.PinDanglingRecords, log.WithField("component", "sticky-pins"))
+	}
 	return s, nil
 }
 
-// Close releases the containerd connection.
+// Close stops the sticky pins and releases the containerd connection.
 func (s *Setup) Close() error {
+	s.stopSticky()
 	if s.containerd == nil {
 		return nil
 	}
@@ -125,6 +132,9 @@ func (s *Setup) ReloadLogged() {
 		return
 	}
 	s.log.Info("SIGHUP: pins reloaded")
+	if s.sticky != nil {
+		s.sticky.trigger()
+	}
 }
 
 // ReloadOnSIGHUP reloads the pins on every SIGHUP (systemd's ExecReload) from now
