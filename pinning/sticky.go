@@ -53,10 +53,10 @@ type stickyKeeper struct {
 	mu         sync.Mutex
 	remembered map[string]ctrdRecord // the records of pinned images, by name
 	deletedAt  map[string]time.Time  // when a remembered record's delete event came
-	eventSeq   uint64                 // image events seen
+	eventSeq   uint64                // image events seen
 	// eventLabels are the labels create and update events gave remembered records, with the event's number.
 	eventLabels map[string]seqLabels
-	status     stickyStatus
+	status      stickyStatus
 }
 
 type seqLabels struct {
