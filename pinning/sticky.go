@@ -53,6 +53,7 @@ type stickyKeeper struct {
 	mu         sync.Mutex
 	remembered map[string]ctrdRecord // the records of pinned images, by name
 	deletedAt  map[string]time.Time  // when a remembered record's delete event came
+	restoredAt map[string]time.Time  // records restored before their delete event came
 	eventSeq   uint64                // image events seen
 	// eventLabels are the labels create and update events gave remembered records, with the event's number.
 	eventLabels map[string]seqLabels
@@ -83,7 +84,7 @@ func newStickyKeeper(st ctrdStore, p *Pinner, restore, includeDangling bool, log
 	k := &stickyKeeper{
 		st: st, p: p, state: p.store, log: log, restore: restore, includeDangling: includeDangling,
 		kick: make(chan struct{}, 1), walks: map[string]imageContent{},
-		remembered: map[string]ctrdRecord{}, deletedAt: map[string]time.Time{}, eventLabels: map[string]seqLabels{},
+		remembered: map[string]ctrdRecord{}, deletedAt: map[string]time.Time{}, restoredAt: map[string]time.Time{}, eventLabels: map[string]seqLabels{},
 	}
 	var saved []ctrdRecord
 	if _, err := k.state.load(stickyStateName, &saved); err != nil {
@@ -159,7 +160,13 @@ func (k *stickyKeeper) onEvent(ev ctrdEvent) {
 			if at.IsZero() || at.Unix() <= 0 {
 				at = time.Now()
 			}
-			k.deletedAt[ev.Name] = at
+			if done, ok := k.restoredAt[ev.Name]; ok && done.After(at) {
+				// Restored by a reconcile that saw the record gone before its event came.
+				delete(k.restoredAt, ev.Name)
+				k.restoreTook(ev.Name, done.Sub(at))
+			} else {
+				k.deletedAt[ev.Name] = at
+			}
 		case topicImageCreate, topicImageUpdate:
 			rec.Labels = ev.Labels
 			k.remembered[ev.Name] = rec
@@ -367,19 +374,29 @@ func (k *stickyKeeper) namePins(ctx context.Context, name string) bool {
 }
 
 func (k *stickyKeeper) restoredOne(r ctrdRecord, reasons []Reason) {
+	now := time.Now()
 	k.mu.Lock()
 	at, ok := k.deletedAt[r.Name]
 	delete(k.deletedAt, r.Name)
+	if !ok {
+		k.restoredAt[r.Name] = now // its delete event is still on its way
+	}
 	k.status.Restored++
 	k.status.LastRestored = r.Name
-	entry := k.log.WithField("record", r.Name).WithField("image", r.Target.Digest).WithField("pinReasons", reasons)
-	if ok {
-		d := time.Since(at)
-		k.status.LastRestoreIn = d.String()
-		entry = entry.WithField("duration", d)
-	}
 	k.mu.Unlock()
-	entry.Info("sticky pins: restored the deleted record of a pinned image from its leased content")
+	k.log.WithField("record", r.Name).WithField("image", r.Target.Digest).WithField("pinReasons", reasons).
+		Info("sticky pins: restored the deleted record of a pinned image from its leased content")
+	if ok {
+		k.mu.Lock()
+		k.restoreTook(r.Name, now.Sub(at))
+		k.mu.Unlock()
+	}
+}
+
+// restoreTook logs and keeps how long after its delete a record was back. Caller holds mu.
+func (k *stickyKeeper) restoreTook(name string, d time.Duration) {
+	k.status.LastRestoreIn = d.String()
+	k.log.WithField("record", name).WithField("duration", d).Info("sticky pins: pinned image restored after its delete")
 }
 
 func (k *stickyKeeper) failed(name, why string) {
@@ -474,6 +491,11 @@ func (k *stickyKeeper) remember(targets map[string]*stickyTarget, order []string
 		}
 	}
 	clear(k.eventLabels)
+	for name, at := range k.restoredAt {
+		if time.Since(at) > time.Minute { // its delete event never came
+			delete(k.restoredAt, name)
+		}
+	}
 	changed := !maps.EqualFunc(next, k.remembered, sameRecord)
 	k.remembered = next
 	k.status.Records = len(next)
