@@ -342,11 +342,12 @@ func TestStickyCrictlRmi(t *testing.T) {
 	assert.Check(t, imageGone(id))
 }
 
-// TestStickyPreloadedContainerd: the records of preloaded images carry the pin label
-// and their archive's name, are restored after docker rmi and ctr images rm, and
-// lose both labels (and the lease) when their archive is removed.
-func TestStickyPreloadedContainerd(t *testing.T) {
-	requireContainerdStore(t)
+// TestStickyPreloaded: on both stores, a preloaded image deleted by docker rmi,
+// docker image prune -a, docker system prune -a (and ctr images rm on the containerd
+// store, where its record carries the pin label and its archive's name) comes back:
+// from the leased content on the containerd store, by loading its archive again on
+// the classic one. Once its archive is removed it can be deleted for good.
+func TestStickyPreloaded(t *testing.T) {
 	dir := t.TempDir()
 	id := stickyImage(t, "e2e/sticky-preload:1")
 	docker(t, "save", "-o", filepath.Join(dir, "sticky.tar"), "e2e/sticky-preload:1")
@@ -354,37 +355,74 @@ func TestStickyPreloadedContainerd(t *testing.T) {
 
 	s := startShim(t, "--restore-pinned-images=true", "--preload-images-dir", dir)
 	waitListPinned(t, s, id, true)
-	waitLeased(t, id, true)
-	poll.WaitOn(t, func(poll.LogT) poll.Result {
-		ls := ctr(t, "images", "ls", "name==docker.io/e2e/sticky-preload:1")
-		if !strings.Contains(ls, "io.dockpin.preload.archive=sticky.tar") || !strings.Contains(ls, pinLabel+"=pinned") {
-			return poll.Continue("record labels: %s", ls)
-		}
-		return poll.Success()
-	}, poll.WithTimeout(30*time.Second))
-	for _, del := range []struct {
+	if env.store == "containerd" {
+		waitLeased(t, id, true)
+		poll.WaitOn(t, func(poll.LogT) poll.Result {
+			ls := ctr(t, "images", "ls", "name==docker.io/e2e/sticky-preload:1")
+			if !strings.Contains(ls, "io.dockpin.preload.archive=sticky.tar") || !strings.Contains(ls, pinLabel+"=pinned") {
+				return poll.Continue("record labels: %s", ls)
+			}
+			return poll.Success()
+		}, poll.WithTimeout(30*time.Second))
+	}
+	filter := "label=" + stickyLabel + "=1"
+	paths := []struct {
 		path string
 		fn   func()
 	}{
 		{"docker rmi", func() { docker(t, "rmi", "e2e/sticky-preload:1") }},
-		{"ctr images rm", func() { ctr(t, "images", "rm", "docker.io/e2e/sticky-preload:1") }},
-	} {
+		{"docker image prune -a", func() { docker(t, "image", "prune", "-a", "-f", "--filter", filter) }},
+		{"docker system prune -a", func() { docker(t, "system", "prune", "-a", "-f", "--filter", filter) }},
+	}
+	if env.store == "containerd" {
+		paths = append(paths, struct {
+			path string
+			fn   func()
+		}{"ctr images rm", func() { ctr(t, "images", "rm", "docker.io/e2e/sticky-preload:1") }})
+	}
+	for _, del := range paths {
 		start := time.Now()
 		del.fn()
-		t.Logf("STICKY restore store=%s path=%q source=preload: back after the delete started: %v",
-			env.store, del.path, waitRestored(t, s, id, start))
+		t.Logf("STICKY restore store=%s path=%q source=preload: back after the delete started: %v", env.store, del.path, waitRestored(t, s, id, start))
 	}
 	s.stop(t)
 
 	assert.NilError(t, os.Remove(filepath.Join(dir, "sticky.tar")))
 	s = startShim(t, "--restore-pinned-images=true", "--preload-images-dir", dir)
 	waitListPinned(t, s, id, false)
-	waitLeased(t, id, false)
-	ls := ctr(t, "images", "ls", "name==docker.io/e2e/sticky-preload:1")
-	assert.Check(t, !strings.Contains(ls, "io.dockpin.preload") && !strings.Contains(ls, pinLabel), "our labels go with the archive: %s", ls)
+	if env.store == "containerd" {
+		waitLeased(t, id, false)
+		ls := ctr(t, "images", "ls", "name==docker.io/e2e/sticky-preload:1")
+		assert.Check(t, !strings.Contains(ls, "io.dockpin.preload") && !strings.Contains(ls, pinLabel), "our labels go with the archive: %s", ls)
+	}
 	docker(t, "rmi", "e2e/sticky-preload:1")
 	waitSynced(t, s)
 	assert.Check(t, imageGone("e2e/sticky-preload:1"))
+}
+
+// TestStickyClassicReportsLoss: on the classic store nothing holds the content of a
+// pinned image that no archive provides; deleted outside the CRI, it is reported in
+// the log and in verbose Status.
+func TestStickyClassicReportsLoss(t *testing.T) {
+	if env.store != "classic" {
+		t.Skip("the containerd store restores it (TestStickyRestoreContainerd)")
+	}
+	id := stickyImage(t, "e2e/sticky-lost:1")
+	s := startShim(t, "--restore-pinned-images=true", "--pinned-images", "e2e/sticky-lost:1")
+	waitListPinned(t, s, id, true)
+	waitSynced(t, s)
+	docker(t, "rmi", "e2e/sticky-lost:1")
+	poll.WaitOn(t, func(poll.LogT) poll.Result {
+		resp, err := s.rt.Status(context.Background(), &runtimeapi.StatusRequest{Verbose: true})
+		if err != nil {
+			return poll.Error(err)
+		}
+		if info := resp.GetInfo()["pinning"]; !strings.Contains(info, id) || !strings.Contains(info, "cannot") && !strings.Contains(info, "keeps no content") {
+			return poll.Continue("not reported yet")
+		}
+		return poll.Success()
+	}, poll.WithTimeout(30*time.Second), poll.WithDelay(100*time.Millisecond))
+	assert.Check(t, strings.Contains(s.log(t), "a pinned image was deleted outside the CRI and cannot be restored"))
 }
 
 // TestStickyLeaseSurvivesRestarts: the lease outlives our binary and a restart of the

@@ -61,6 +61,7 @@ type Setup struct {
 	keepPins   bool              // --preserve-pin-on-pull
 	restore    bool              // --restore-pinned-images
 	sticky     *stickyKeeper     // nil when the containerd source is off
+	classic    *classicKeeper    // on the classic image store, with an ImageWatcher engine
 	stopSticky func()
 }
 
@@ -72,11 +73,15 @@ func Start(ctx context.Context, f Flags, h Host, engine Engine, log logrus.Field
 	log = logctx.OrDiscard(log)
 	s := &Setup{log: log, keepPins: f.PreservePinOnPull, restore: f.RestorePinnedImages, stopSticky: func() {}}
 	ctrdSource := Disabled(SourceContainerd, "turned off by --pin-from-containerd-labels=false")
-	if f.PinFromContainerdLabels != "false" {
-		info, err := engine.EngineInfo(ctx)
-		if err != nil {
+	watcher, watches := engine.(ImageWatcher)
+	var info EngineInfo
+	if f.PinFromContainerdLabels != "false" || watches {
+		var err error
+		if info, err = engine.EngineInfo(ctx); err != nil {
 			return nil, fmt.Errorf("pinning: engine info: %w", err)
 		}
+	}
+	if f.PinFromContainerdLabels != "false" {
 		ctrdSource, s.containerd = containerdPins(ctx, &f, h.DockerEndpoint, info, log)
 	}
 	cfg := f.Config(h.SandboxImage, h.RootDirectory)
@@ -89,8 +94,11 @@ func Start(ctx context.Context, f Flags, h Host, engine Engine, log logrus.Field
 		return nil, err
 	}
 	s.Pinner = p
-	if s.containerd != nil {
+	switch {
+	case s.containerd != nil:
 		s.startSticky(s.containerd.store(), f.PinDanglingRecords, log.WithField("component", "sticky-pins"))
+	case watches && !info.ContainerdStore:
+		s.startClassic(watcher, engine, f.PreloadImagesDir, log.WithField("component", "sticky-pins"))
 	}
 	return s, nil
 }
@@ -134,6 +142,9 @@ func (s *Setup) ReloadLogged() {
 	s.log.Info("SIGHUP: pins reloaded")
 	if s.sticky != nil {
 		s.sticky.trigger()
+	}
+	if s.classic != nil {
+		s.classic.trigger()
 	}
 }
 

@@ -20,6 +20,16 @@ func (s *Setup) startSticky(st ctrdStore, includeDangling bool, log logrus.Field
 		Info("sticky pins on: a containerd lease holds the content of pinned images")
 }
 
+// startClassic runs the classic keeper until Close.
+func (s *Setup) startClassic(w ImageWatcher, loader imageLoader, dir string, log logrus.FieldLogger) {
+	s.classic = newClassicKeeper(w, loader, s.Pinner, dir, s.restore, log)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); s.classic.run(ctx, stickyInterval) }()
+	s.stopSticky = func() { cancel(); <-done }
+	log.WithField("restore", s.restore).Info("sticky pins on the classic image store: preloaded images deleted outside the CRI are loaded again, other pinned images reported")
+}
+
 // RefusesPinnedRemoval tells whether RemoveImage must refuse pinned images
 // (--restore-pinned-images): a removal that the restore would undo.
 func (s *Setup) RefusesPinnedRemoval() bool { return s.restore }
@@ -27,9 +37,12 @@ func (s *Setup) RefusesPinnedRemoval() bool { return s.restore }
 // Info is the Pinner's Info with the sticky pins' state.
 func (s *Setup) Info() map[string]any {
 	info := s.Pinner.Info()
-	if s.sticky != nil {
+	switch {
+	case s.sticky != nil:
 		info["sticky"] = s.sticky.info()
-	} else {
+	case s.classic != nil:
+		info["sticky"] = s.classic.info()
+	default:
 		info["sticky"] = map[string]any{"restore": s.restore, "lease": "off: needs the containerd image store and the containerd pin source"}
 	}
 	return info

@@ -313,6 +313,38 @@ func (e pinEngine) LoadImages(ctx context.Context, archive io.Reader) ([]string,
 	return e.client.LoadImages(ctx, archive)
 }
 
+// Images lists the engine's images for the sticky pins (pinning.ImageWatcher).
+func (e pinEngine) Images(ctx context.Context) ([]pinning.Image, error) {
+	imgs, err := e.client.ListImages(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]pinning.Image, len(imgs))
+	for i, img := range imgs {
+		out[i] = pinning.Image{ID: img.ID, RepoTags: img.RepoTags, RepoDigests: img.RepoDigests, Labels: img.Labels}
+	}
+	return out, nil
+}
+
+// WatchImageRemovals calls removed after each image delete or untag event
+// (pinning.ImageWatcher), until ctx ends or the event stream breaks.
+func (e pinEngine) WatchImageRemovals(ctx context.Context, removed func(at time.Time)) error {
+	events, errs := e.client.ImageEvents(ctx, time.Now())
+	for {
+		select {
+		case ev, ok := <-events:
+			if !ok {
+				return <-errs
+			}
+			if ev.Action == "delete" || ev.Action == "untag" {
+				removed(ev.Time)
+			}
+		case err := <-errs:
+			return err
+		}
+	}
+}
+
 // gracefulStop lets in-flight RPCs finish, bounded by timeout.
 func gracefulStop(srv interface {
 	GracefulStop()
