@@ -240,6 +240,7 @@ func TestStickyRestoreContainerd(t *testing.T) {
 		waitListPinned(t, s, p.id, true)
 		waitLeased(t, p.id, true)
 	}
+	waitSynced(t, s) // the records are remembered
 	l := leased(t)
 	t.Logf("STICKY lease %s holds %d blobs, %d bytes (status: %d blobs, %d bytes)", stickyLeaseID, len(l), leasedBytes(l),
 		s.sticky(t).State.LeasedBlobs, s.sticky(t).State.LeasedBytes)
@@ -355,6 +356,7 @@ func TestStickyPreloaded(t *testing.T) {
 
 	s := startShim(t, "--restore-pinned-images=true", "--preload-images-dir", dir)
 	waitListPinned(t, s, id, true)
+	waitSynced(t, s) // the image is remembered
 	if env.store == "containerd" {
 		waitLeased(t, id, true)
 		poll.WaitOn(t, func(poll.LogT) poll.Result {

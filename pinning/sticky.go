@@ -153,7 +153,9 @@ func (k *stickyKeeper) watch(ctx context.Context) {
 func (k *stickyKeeper) onEvent(ev ctrdEvent) {
 	k.mu.Lock()
 	k.eventSeq++
-	if rec, ok := k.remembered[ev.Name]; ok {
+	rec, ok := k.remembered[ev.Name]
+	k.log.WithField("topic", ev.Topic).WithField("record", ev.Name).WithField("at", ev.At).WithField("remembered", ok).Debug("sticky pins: image event")
+	if ok {
 		switch ev.Topic {
 		case topicImageDelete:
 			at := ev.At
@@ -171,7 +173,6 @@ func (k *stickyKeeper) onEvent(ev ctrdEvent) {
 			rec.Labels = ev.Labels
 			k.remembered[ev.Name] = rec
 			k.eventLabels[ev.Name] = seqLabels{seq: k.eventSeq, labels: ev.Labels}
-			delete(k.deletedAt, ev.Name)
 		}
 	}
 	k.mu.Unlock()
@@ -205,6 +206,7 @@ func (k *stickyKeeper) sync(ctx context.Context) error {
 	k.mu.Lock()
 	listedAt := k.eventSeq
 	k.mu.Unlock()
+	listTime := time.Now()
 	recs, err := k.st.Records(ctx)
 	if err != nil {
 		return err
@@ -221,7 +223,7 @@ func (k *stickyKeeper) sync(ctx context.Context) error {
 	if err := k.syncLease(ctx, targets, order); err != nil {
 		return err
 	}
-	k.remember(targets, order, restored, listedAt)
+	k.remember(targets, order, restored, listedAt, listTime)
 	return nil
 }
 
@@ -325,6 +327,7 @@ func (k *stickyKeeper) decide(ctx context.Context, targets map[string]*stickyTar
 		for _, r := range t.absent {
 			if hasPinnedLabel(r.Labels) {
 				t.pinned = true // the labelled record itself is what was deleted
+				t.reasons = append(t.reasons, Reason{Source: SourceContainerd, Detail: "record " + r.Name + " (deleted)"})
 			}
 		}
 		if len(t.content.Blobs) == 0 && t.pinned && len(t.absent) > 0 {
@@ -461,7 +464,7 @@ func (k *stickyKeeper) syncLease(ctx context.Context, targets map[string]*sticky
 
 // remember keeps the records of pinned images (present or just restored) and saves
 // them when they changed; records of images no longer pinned are forgotten.
-func (k *stickyKeeper) remember(targets map[string]*stickyTarget, order []string, restored []ctrdRecord, listedAt uint64) {
+func (k *stickyKeeper) remember(targets map[string]*stickyTarget, order []string, restored []ctrdRecord, listedAt uint64, listTime time.Time) {
 	next := map[string]ctrdRecord{}
 	for _, d := range order {
 		t := targets[d]
@@ -485,8 +488,15 @@ func (k *stickyKeeper) remember(targets map[string]*stickyTarget, order []string
 			next[name] = r
 		}
 	}
-	for name := range k.deletedAt {
-		if _, ok := next[name]; !ok {
+	listed := map[string]bool{}
+	for _, d := range order {
+		for _, r := range targets[d].present {
+			listed[r.Name] = true
+		}
+	}
+	for name, at := range k.deletedAt {
+		// Gone from the pins, or created again (not by us) after its delete: done with.
+		if _, ok := next[name]; !ok || listed[name] && at.Before(listTime) {
 			delete(k.deletedAt, name)
 		}
 	}
