@@ -100,4 +100,5 @@ func ExampleFlags_AddFlags() {
 	// --pinned-images-file=
 	// --preload-images-dir=
 	// --preserve-pin-on-pull=true
+	// --restore-pinned-images=true
 }
