@@ -247,9 +247,9 @@ func TestStickyRestoreContainerd(t *testing.T) {
 
 	filter := "label=" + stickyLabel + "=1"
 	paths := []struct {
-		name    string
-		each    bool // one deletion per image, else one for all
-		delete_ func(ref string)
+		name   string
+		each   bool // one deletion per image, else one for all
+		remove func(ref string)
 	}{
 		{"docker rmi", true, func(ref string) { docker(t, "rmi", ref) }},
 		{"ctr images rm", true, func(ref string) { ctr(t, "images", "rm", "docker.io/"+ref) }},
@@ -259,7 +259,7 @@ func TestStickyRestoreContainerd(t *testing.T) {
 	for _, path := range paths {
 		if !path.each {
 			start := time.Now()
-			path.delete_("")
+			path.remove("")
 			for _, p := range imgs {
 				d := waitRestored(t, s, p.id, start)
 				t.Logf("STICKY restore store=%s path=%q source=%s: back after the delete started: %v", env.store, path.name, p.source, d)
@@ -268,7 +268,7 @@ func TestStickyRestoreContainerd(t *testing.T) {
 		}
 		for _, p := range imgs {
 			start := time.Now()
-			path.delete_(p.ref)
+			path.remove(p.ref)
 			d := waitRestored(t, s, p.id, start)
 			t.Logf("STICKY restore store=%s path=%q source=%s: back after the delete started: %v", env.store, path.name, p.source, d)
 		}

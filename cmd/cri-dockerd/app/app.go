@@ -147,7 +147,7 @@ func run(opts *Options, log *logrus.Logger, hup <-chan os.Signal, wait engineWai
 		EngineLog:                 core.EngineLogLimits{MaxSize: opts.EngineLogMaxSize, MaxFiles: opts.EngineLogMaxFiles},
 		ImageVolumes:              v.APIAtLeast("1.48"),
 		ImageVolumeSubpaths:       v.APIAtLeast("1.51"),
-		RefusePinnedRemoval:       opts.Flags.RestorePinnedImages,
+		RefusePinnedRemoval:       opts.RestorePinnedImages,
 	}
 	deps := core.Deps{Pins: pins, Checkpoints: checkpoints, Metrics: metrics.NewCollector("/"), Log: log}
 	if opts.NetworkPlugin != "" { // "cni": Validate refused anything else
