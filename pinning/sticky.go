@@ -325,7 +325,7 @@ func (k *stickyKeeper) decide(ctx context.Context, targets map[string]*stickyTar
 		t.reasons = reasons[i]
 		t.pinned = len(t.reasons) > 0
 		for _, r := range t.absent {
-			if hasPinnedLabel(r.Labels) {
+			if hasPinnedLabel(r.Labels) && !isPreloadMirror(r.Labels) {
 				t.pinned = true // the labelled record itself is what was deleted
 				t.reasons = append(t.reasons, Reason{Source: SourceContainerd, Detail: "record " + r.Name + " (deleted)"})
 			}
@@ -352,7 +352,7 @@ func (k *stickyKeeper) restoreRecords(ctx context.Context, targets map[string]*s
 			named = named || !strings.HasPrefix(r.Name, DanglingPrefix)
 		}
 		for _, r := range t.absent {
-			if named && !hasPinnedLabel(r.Labels) && !k.namePins(ctx, r.Name) {
+			if named && (!hasPinnedLabel(r.Labels) || isPreloadMirror(r.Labels)) && !k.namePins(ctx, r.Name) {
 				continue
 			}
 			if !k.restore {

@@ -52,6 +52,13 @@ func preloadTarball(reasons []Reason) string {
 	return ""
 }
 
+// isPreloadMirror tells whether a record's pin label is the one labelPreloaded set to
+// mirror a preload pin (for ctr, nerdctl and the time we do not run): it does not
+// pin by itself here.
+func isPreloadMirror(labels map[string]string) bool {
+	return labels[preloadMarkerLabel] != ""
+}
+
 // labelPreloaded makes the records of preloaded images say so, for ctr and nerdctl
 // and for the time we do not run: PreloadArchiveLabel names the archive, and
 // PinnedLabel pins (set by us only when missing, noted by preloadMarkerLabel). The

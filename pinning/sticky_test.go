@@ -191,7 +191,7 @@ func (s labelSource) Snapshot(ctx context.Context) (Matcher, error) {
 	recs, _ := s.f.Records(ctx)
 	m := recordMatcher{}
 	for _, r := range recs {
-		if hasPinnedLabel(r.Labels) {
+		if hasPinnedLabel(r.Labels) && !isPreloadMirror(r.Labels) {
 			m[r.Target.Digest] = append(m[r.Target.Digest], r.Name)
 		}
 	}
@@ -344,6 +344,10 @@ func TestStickyPreloadLabels(t *testing.T) {
 
 	cfg.Preloaded = nil // both archives removed from the directory
 	k := newTestKeeper(t, f, cfg, true)
+	rs, err := k.p.decideQuietly(context.Background(), []Image{{ID: a.Digest}, {ID: b.Digest}})
+	assert.NilError(t, err)
+	assert.Check(t, is.Len(rs[0], 0), "the pin label we mirrored does not pin once the archive is gone")
+	assert.Check(t, is.Len(rs[1], 1), "the operator's own label pins")
 	reconcile(t, k)
 	reconcile(t, k)
 	ra, _ = f.record("docker.io/e2e/pre-a:1")
