@@ -39,7 +39,7 @@ func (f *fakeCtrd) blob(mediaType string, b []byte) ctrdDescriptor {
 
 // image stores an index with this platform's manifest (config with labels, one
 // layer) and a manifest of another platform that is absent, as a pull leaves them.
-func (f *fakeCtrd) image(t *testing.T, labels map[string]string) (target ctrdDescriptor, blobs []string) {
+func (f *fakeCtrd) image(t testing.TB, labels map[string]string) (target ctrdDescriptor, blobs []string) {
 	t.Helper()
 	cfg, _ := json.Marshal(map[string]any{"config": map[string]any{"Labels": labels}})
 	config := f.blob("application/vnd.oci.image.config.v1+json", cfg)
@@ -362,4 +362,30 @@ func TestUnpinHint(t *testing.T) {
 	assert.Check(t, is.Contains(h, "remove the archive a.tar from the preload directory"))
 	assert.Check(t, is.Contains(h, `remove "e2e/*" from the pins file and send SIGHUP`))
 	assert.Check(t, is.Contains(h, "--restore-pinned-images=false"))
+}
+
+// BenchmarkStickyReconcile is one reconcile over 1,000 images, 100 of them pinned,
+// with the content walks cached (as after the first).
+func BenchmarkStickyReconcile(b *testing.B) {
+	f := newFakeCtrd()
+	cfg := emptyConfig()
+	for i := range 1000 {
+		target, _ := f.image(b, nil)
+		name := fmt.Sprintf("docker.io/e2e/bench-%d:1", i)
+		f.put(name, target, nil)
+		if i%10 == 0 {
+			cfg.Patterns = append(cfg.Patterns, name)
+		}
+	}
+	p, err := New(cfg, nil, labelSource{f})
+	assert.NilError(b, err)
+	k := newStickyKeeper(f, p, true, false, p.log)
+	ctx := context.Background()
+	assert.NilError(b, k.reconcile(ctx))
+	b.ResetTimer()
+	for b.Loop() {
+		if err := k.reconcile(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
