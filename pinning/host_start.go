@@ -96,7 +96,7 @@ func Start(ctx context.Context, f Flags, h Host, engine Engine, log logrus.Field
 	s.Pinner = p
 	switch {
 	case s.containerd != nil:
-		s.startSticky(s.containerd.store(), f.PinDanglingRecords, log.WithField("component", "sticky-pins"))
+		s.startSticky(s.containerd.store(), f.PinDanglingRecords, engine, f.PreloadImagesDir, log.WithField("component", "sticky-pins"))
 	case watches && !info.ContainerdStore:
 		s.startClassic(watcher, engine, f.PreloadImagesDir, log.WithField("component", "sticky-pins"))
 	}

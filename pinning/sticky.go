@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"maps"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -45,6 +46,8 @@ type stickyKeeper struct {
 	log             logrus.FieldLogger
 	restore         bool // --restore-pinned-images
 	includeDangling bool
+	loader          imageLoader // loads preload archives again; nil: none
+	dir             string      // --preload-images-dir
 	kick            chan struct{}
 
 	reconcileMu sync.Mutex // one reconcile at a time
@@ -330,9 +333,6 @@ func (k *stickyKeeper) decide(ctx context.Context, targets map[string]*stickyTar
 				t.reasons = append(t.reasons, Reason{Source: SourceContainerd, Detail: "record " + r.Name + " (deleted)"})
 			}
 		}
-		if len(t.content.Blobs) == 0 && t.pinned && len(t.absent) > 0 {
-			k.failed(t.absent[0].Name, "its content is gone from the store")
-		}
 	}
 	return nil
 }
@@ -344,7 +344,18 @@ func (k *stickyKeeper) restoreRecords(ctx context.Context, targets map[string]*s
 	var restored []ctrdRecord
 	for _, d := range order {
 		t := targets[d]
-		if !t.pinned || len(t.absent) == 0 || len(t.content.Blobs) == 0 {
+		if !t.pinned || len(t.absent) == 0 || !k.restore {
+			continue
+		}
+		if len(t.content.Blobs) > 0 {
+			// The walk may be cached: the target itself must still be there.
+			if _, err := k.st.BlobSize(ctx, d); errors.Is(err, errNoBlob) {
+				delete(k.walks, d)
+				t.content = imageContent{}
+			}
+		}
+		if len(t.content.Blobs) == 0 {
+			k.reload(ctx, t) // the lease did not hold it (not yet, or taken away)
 			continue
 		}
 		named := false
@@ -353,9 +364,6 @@ func (k *stickyKeeper) restoreRecords(ctx context.Context, targets map[string]*s
 		}
 		for _, r := range t.absent {
 			if named && (!hasPinnedLabel(r.Labels) || isPreloadMirror(r.Labels)) && !k.namePins(ctx, r.Name) {
-				continue
-			}
-			if !k.restore {
 				continue
 			}
 			if err := k.st.CreateRecord(ctx, r); err != nil {
@@ -367,6 +375,24 @@ func (k *stickyKeeper) restoreRecords(ctx context.Context, targets map[string]*s
 		}
 	}
 	return restored
+}
+
+// reload loads the preload archive of an image whose content is gone again, or
+// reports that it cannot be restored.
+func (k *stickyKeeper) reload(ctx context.Context, t *stickyTarget) {
+	name := t.absent[0].Name
+	tarball := preloadTarball(t.reasons)
+	if tarball == "" || k.dir == "" || k.loader == nil {
+		k.failed(name, "its content is gone from the store")
+		return
+	}
+	if _, err := loadArchive(k.loader, filepath.Join(k.dir, tarball)); err != nil {
+		k.failed(name, "its content is gone and loading its preload archive "+tarball+" again failed: "+err.Error())
+		return
+	}
+	for _, r := range t.absent {
+		k.restoredOne(r, t.reasons)
+	}
 }
 
 // namePins tells whether the record name alone is pinned (a pattern, the pins file,

@@ -10,8 +10,9 @@ import (
 )
 
 // startSticky runs the sticky keeper over st until Close.
-func (s *Setup) startSticky(st ctrdStore, includeDangling bool, log logrus.FieldLogger) {
+func (s *Setup) startSticky(st ctrdStore, includeDangling bool, loader imageLoader, dir string, log logrus.FieldLogger) {
 	s.sticky = newStickyKeeper(st, s.Pinner, s.restore, includeDangling, log)
+	s.sticky.loader, s.sticky.dir = loader, dir
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); s.sticky.run(ctx, stickyInterval) }()

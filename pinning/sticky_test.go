@@ -5,7 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
+	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"sync"
@@ -388,4 +391,52 @@ func BenchmarkStickyReconcile(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// archiveLoader loads an archive into the fake by putting back a record and its blobs.
+type archiveLoader struct {
+	f      *fakeCtrd
+	rec    ctrdRecord
+	blobs  map[string][]byte
+	loaded int
+}
+
+func (l *archiveLoader) LoadImages(context.Context, io.Reader) ([]string, error) {
+	l.f.mu.Lock()
+	maps.Copy(l.f.blobs, l.blobs)
+	l.f.mu.Unlock()
+	l.f.put(l.rec.Name, l.rec.Target, l.rec.Labels)
+	l.loaded++
+	return []string{"e2e/pre:1"}, nil
+}
+
+func TestStickyReloadsArchiveWhenContentIsGone(t *testing.T) {
+	dir := t.TempDir()
+	assert.NilError(t, os.WriteFile(filepath.Join(dir, "a.tar"), []byte("A"), 0o644))
+	f := newFakeCtrd()
+	a, aBlobs := f.image(t, nil)
+	f.put("docker.io/e2e/pre:1", a, nil)
+	cfg := emptyConfig()
+	cfg.Preloaded = []Preloaded{{Tarball: "a.tar", Refs: []string{"e2e/pre:1"}}}
+	k := newTestKeeper(t, f, cfg, true)
+	l := &archiveLoader{f: f, rec: ctrdRecord{Name: "docker.io/e2e/pre:1", Target: a}, blobs: map[string][]byte{}}
+	for _, d := range aBlobs {
+		l.blobs[d] = f.blobs[d]
+	}
+	k.loader, k.dir = l, dir
+	reconcile(t, k)
+
+	// The record and its content go (the lease taken away, then a delete and GC).
+	f.remove("docker.io/e2e/pre:1")
+	f.mu.Lock()
+	for _, d := range aBlobs {
+		delete(f.blobs, d)
+	}
+	f.mu.Unlock()
+	reconcile(t, k)
+	assert.Check(t, is.Equal(l.loaded, 1), "the archive is loaded again")
+	_, ok := f.record("docker.io/e2e/pre:1")
+	assert.Check(t, ok)
+	reconcile(t, k)
+	assert.Check(t, is.DeepEqual(f.leased(), aBlobs))
 }
