@@ -463,3 +463,35 @@ func TestStickyLeaseSurvivesRestarts(t *testing.T) {
 	}
 	t.Logf("STICKY after the start sweep the lease holds %d blobs, %d bytes", len(l), leasedBytes(l))
 }
+
+// TestStickyPreloadedContentGone: on the containerd store, a preloaded image deleted
+// while we were not running, after its lease was taken away and its content collected,
+// is back, leased and pinned after the next start. Today the start-up preload loads
+// every archive anyway; once already-loaded archives are skipped at start, the sticky
+// keeper's reload (unit-tested in TestStickyReloadsArchiveWhenContentIsGone) does it.
+func TestStickyPreloadedContentGone(t *testing.T) {
+	requireContainerdStore(t)
+	dir := t.TempDir()
+	id := stickyImage(t, "e2e/sticky-gone:1")
+	docker(t, "save", "-o", filepath.Join(dir, "gone.tar"), "e2e/sticky-gone:1")
+	docker(t, "rmi", "e2e/sticky-gone:1")
+	s := startShim(t, "--restore-pinned-images=true", "--preload-images-dir", dir)
+	waitLeased(t, id, true)
+	waitSynced(t, s)
+	s.stop(t)
+
+	ctr(t, "leases", "delete", stickyLeaseID)
+	docker(t, "rmi", "e2e/sticky-gone:1")
+	poll.WaitOn(t, func(poll.LogT) poll.Result {
+		if out, err := exec.Command(filepath.Join(env.engineBin, "ctr"), "-a", containerdSocket(), "-n", "moby", "content", "get", id).CombinedOutput(); err == nil {
+			return poll.Continue("content %s still there (%d bytes)", id, len(out))
+		}
+		return poll.Success()
+	}, poll.WithTimeout(30*time.Second), poll.WithDelay(200*time.Millisecond))
+
+	start := time.Now()
+	s = startShim(t, "--restore-pinned-images=true", "--preload-images-dir", dir)
+	waitListPinned(t, s, id, true)
+	waitLeased(t, id, true)
+	t.Logf("STICKY store=%s: preloaded image with its content gone loaded again %v after our start", env.store, time.Since(start).Round(time.Millisecond))
+}
