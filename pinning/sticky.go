@@ -109,7 +109,9 @@ func (k *stickyKeeper) trigger() {
 
 // run reconciles at start, on every image event, on trigger and every interval, until ctx ends.
 func (k *stickyKeeper) run(ctx context.Context, interval time.Duration) {
-	go k.watch(ctx)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Go(func() { k.watch(ctx) })
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	k.trigger()

@@ -103,7 +103,9 @@ func (k *classicKeeper) trigger() {
 }
 
 func (k *classicKeeper) run(ctx context.Context, interval time.Duration) {
-	go k.watch(ctx)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Go(func() { k.watch(ctx) })
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	k.trigger()
