@@ -316,7 +316,7 @@ func (k *stickyKeeper) decide(ctx context.Context, targets map[string]*stickyTar
 		img := Image{ID: d, RepoTags: names, Labels: t.content.Labels}
 		for _, n := range names {
 			if r, err := imageref.Parse(n); err == nil && !strings.HasPrefix(n, DanglingPrefix) {
-				img.RepoDigests = append(img.RepoDigests, r.Defaulted().Familiar()+"@"+d)
+				img.RepoDigests = append(img.RepoDigests, r.Name+"@"+d) // as the engine shows it: repository@target
 			}
 		}
 		imgs = append(imgs, img)

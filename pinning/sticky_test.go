@@ -440,3 +440,13 @@ func TestStickyReloadsArchiveWhenContentIsGone(t *testing.T) {
 	reconcile(t, k)
 	assert.Check(t, is.DeepEqual(f.leased(), aBlobs))
 }
+
+func TestStickyDigestPatternPins(t *testing.T) {
+	f := newFakeCtrd()
+	a, aBlobs := f.image(t, nil)
+	f.put("docker.io/e2e/dig:1", a, nil)
+	cfg := emptyConfig()
+	cfg.Patterns = []string{"e2e/dig@" + a.Digest}
+	reconcile(t, newTestKeeper(t, f, cfg, true))
+	assert.Check(t, is.DeepEqual(f.leased(), aBlobs), "repo@digest patterns match the record's repository and target")
+}
