@@ -2,14 +2,20 @@ package core
 
 import (
 	"context"
+	"fmt"
+	"strings"
 
 	cerrdefs "github.com/containerd/errdefs"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/dockpin/cri-dockerd/pinning"
 )
 
-// RemoveImage removes an image and every reference to it. It is idempotent, and it
-// obeys for pinned images too (pinning is a recommendation to kubelet's GC; the CRI
-// says a removal request must be carried out), logging that the image was pinned.
+// RemoveImage removes an image and every reference to it. It is idempotent. A pinned
+// image is refused (FailedPrecondition, naming the pin and how to unpin) when
+// RefusePinnedRemoval is set: the restore of pinned images would put it back
+// (kubelet never asks; crictl rmi and scripts do). Otherwise it obeys for pinned
+// images too, logging that the image was pinned.
 func (s *Service) RemoveImage(ctx context.Context, req *runtimeapi.RemoveImageRequest) (*runtimeapi.RemoveImageResponse, error) {
 	ref, err := imageRef(req.GetImage())
 	if err != nil {
@@ -24,6 +30,10 @@ func (s *Service) RemoveImage(ctx context.Context, req *runtimeapi.RemoveImageRe
 	}
 	log := s.logger(ctx).WithField("image", ref).WithField("id", img.ID)
 	if reasons := s.pins.Check(ctx, pinningImage(&img)); len(reasons) > 0 {
+		if s.cfg.RefusePinnedRemoval {
+			return nil, fmt.Errorf("%w: image %s is pinned (%s) and would be restored; to remove it, unpin it first: %s",
+				cerrdefs.ErrFailedPrecondition, ref, reasonsText(reasons), pinning.UnpinHint(reasons))
+		}
 		log.WithField("pinReasons", reasons).Info("removing pinned image as requested")
 	}
 	// Every reference goes with it, whichever one the request named (as containerd does).
@@ -32,4 +42,13 @@ func (s *Service) RemoveImage(ctx context.Context, req *runtimeapi.RemoveImageRe
 	}
 	log.Info("removed image")
 	return &runtimeapi.RemoveImageResponse{}, nil
+}
+
+// reasonsText renders pin reasons as "source: detail, ...".
+func reasonsText(reasons []pinning.Reason) string {
+	parts := make([]string, len(reasons))
+	for i, r := range reasons {
+		parts[i] = r.Source + ": " + r.Detail
+	}
+	return strings.Join(parts, ", ")
 }

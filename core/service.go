@@ -50,6 +50,9 @@ type Config struct {
 	CredentialFiles []string
 	// SandboxImage is --pod-infra-container-image, the image of every sandbox's pause container.
 	SandboxImage string
+	// RefusePinnedRemoval makes RemoveImage refuse a pinned image (FailedPrecondition,
+	// naming the pin and how to unpin): --restore-pinned-images would put it back.
+	RefusePinnedRemoval bool
 	// EngineLog bounds the engine's own copy of the output of containers whose output
 	// the log copier keeps in a CRI log file.
 	EngineLog EngineLogLimits

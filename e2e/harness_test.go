@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -258,6 +259,11 @@ func launchBinary(t testing.TB, binary, sockDir string, flags ...string) *shim {
 		"--network-plugin", "",
 		"--log-level", "debug",
 	}, flags...)
+	// Tests remove their images while our binary may still run: restoring pinned
+	// images (the default) is asked for by the tests of it (sticky_test.go) only.
+	if binary == env.binary && !slices.ContainsFunc(flags, func(f string) bool { return strings.HasPrefix(f, "--restore-pinned-images") }) {
+		args = append(args, "--restore-pinned-images=false")
+	}
 	logf, err := os.Create(s.logPath)
 	assert.NilError(t, err)
 	s.args = args

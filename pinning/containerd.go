@@ -121,6 +121,9 @@ func (s *ContainerdSource) Snapshot(ctx context.Context) (Matcher, error) {
 			s.warnNearMiss(rec, now)
 			continue
 		}
+		if isPreloadMirror(rec.GetLabels()) {
+			continue // the preload pin itself decides, so that it ends with its archive
+		}
 		if strings.HasPrefix(rec.GetName(), DanglingPrefix) && !s.cfg.IncludeDangling {
 			dangling++
 			continue

@@ -171,6 +171,7 @@ const (
 	digestB = "sha256:bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
 	digestC = "sha256:cccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccc"
 	digestD = "sha256:dddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddd"
+	digestE = "sha256:eeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeee"
 )
 
 func TestContainerdSourceSnapshot(t *testing.T) {
@@ -184,13 +185,15 @@ func TestContainerdSourceSnapshot(t *testing.T) {
 	fake.put("moby", "docker.io/library/typo:1", digestB, map[string]string{MisspelledLabel: PinnedValue})
 	fake.put("moby", DanglingPrefix+digestC, digestC, pinned)
 	fake.put("other", "docker.io/library/d:1", digestD, pinned) // another namespace
+	// The pin label the sticky pins mirror from a preload archive does not pin by itself.
+	fake.put("moby", "docker.io/library/pre:1", digestE, map[string]string{PinnedLabel: PinnedValue, preloadMarkerLabel: "true", PreloadArchiveLabel: "a.tar"})
 
 	for _, tc := range []struct {
 		dangling bool
 		want     map[string]bool
 	}{
-		{dangling: false, want: map[string]bool{digestA: true, digestB: false, digestC: false, digestD: false}},
-		{dangling: true, want: map[string]bool{digestA: true, digestB: false, digestC: true, digestD: false}},
+		{dangling: false, want: map[string]bool{digestA: true, digestB: false, digestC: false, digestD: false, digestE: false}},
+		{dangling: true, want: map[string]bool{digestA: true, digestB: false, digestC: true, digestD: false, digestE: false}},
 	} {
 		src, hook := newTestContainerdSource(t, sock, tc.dangling)
 		m, err := src.Snapshot(context.Background())

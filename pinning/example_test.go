@@ -101,4 +101,5 @@ func ExampleFlags_AddFlags() {
 	// --preload-image-status-wait=1m0s
 	// --preload-images-dir=
 	// --preserve-pin-on-pull=true
+	// --restore-pinned-images=true
 }

@@ -48,6 +48,9 @@ type Flags struct {
 	PinSourceMaxStaleness time.Duration `json:"pinSourceMaxStaleness"`
 	// ContainerdTimeout bounds each call to containerd.
 	ContainerdTimeout time.Duration `json:"containerdTimeout"`
+	// RestorePinnedImages puts back pinned images deleted outside the CRI and makes the
+	// CRI's RemoveImage refuse pinned images.
+	RestorePinnedImages bool `json:"restorePinnedImages"`
 }
 
 // DefaultFlags returns the flags' defaults.
@@ -58,6 +61,7 @@ func DefaultFlags() Flags {
 		PreservePinOnPull:       true,
 		ContainerdTimeout:       2 * time.Second,
 		PreloadImageStatusWait:  DefaultPreloadWait,
+		RestorePinnedImages:     true,
 	}
 }
 
@@ -75,6 +79,7 @@ func (f *Flags) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&f.PinDanglingRecords, "pin-dangling-records", f.PinDanglingRecords, "Let labelled moby-dangling@ records pin their (untagged) image.")
 	fs.BoolVar(&f.PreservePinOnPull, "preserve-pin-on-pull", f.PreservePinOnPull, "When our PullImage re-pulls a tag whose containerd record was pinned, put the pin label back (the engine's pull replaces record labels).")
 	fs.DurationVar(&f.PinSourceMaxStaleness, "pin-source-max-staleness", f.PinSourceMaxStaleness, "How long the last good pins of a failing source (containerd) keep being used; 0 keeps them until it recovers.")
+	fs.BoolVar(&f.RestorePinnedImages, "restore-pinned-images", f.RestorePinnedImages, "Put back pinned images deleted outside the CRI (docker rmi, docker image prune, ctr images rm): from the content a containerd lease holds on the containerd image store, by loading their archive again for preloaded images. RemoveImage of a pinned image then fails (FailedPrecondition); false removes it as asked.")
 	fs.DurationVar(&f.ContainerdTimeout, "containerd-timeout", f.ContainerdTimeout, "Bound on each call to containerd; a slower answer counts as a failure and the last good pins are used.")
 }
 

@@ -75,6 +75,10 @@ type Setup struct {
 	containerd *ContainerdSource // nil when off
 	keepPins   bool              // --preserve-pin-on-pull
 	preload    *preloadDir       // nil without --preload-images-dir
+	restore    bool              // --restore-pinned-images
+	sticky     *stickyKeeper     // nil when the containerd source is off
+	classic    *classicKeeper    // on the classic image store, with an ImageWatcher engine
+	stopSticky func()
 }
 
 // Start builds pinning from the flags: it decides whether the containerd
@@ -84,13 +88,17 @@ type Setup struct {
 // ImageChecker and ImagePuller) and returns the Setup. Flags must have been validated (Flags.Validate). A nil log discards messages.
 func Start(ctx context.Context, f Flags, h Host, engine Engine, log logrus.FieldLogger) (*Setup, error) {
 	log = logctx.OrDiscard(log)
-	s := &Setup{log: log, keepPins: f.PreservePinOnPull}
+	s := &Setup{log: log, keepPins: f.PreservePinOnPull, restore: f.RestorePinnedImages, stopSticky: func() {}}
 	ctrdSource := Disabled(SourceContainerd, "turned off by --pin-from-containerd-labels=false")
-	if f.PinFromContainerdLabels != "false" {
-		info, err := engine.EngineInfo(ctx)
-		if err != nil {
+	watcher, watches := engine.(ImageWatcher)
+	var info EngineInfo
+	if f.PinFromContainerdLabels != "false" || watches {
+		var err error
+		if info, err = engine.EngineInfo(ctx); err != nil {
 			return nil, fmt.Errorf("pinning: engine info: %w", err)
 		}
+	}
+	if f.PinFromContainerdLabels != "false" {
 		ctrdSource, s.containerd = containerdPins(ctx, &f, h.DockerEndpoint, info, log)
 	}
 	cfg := f.Config(h.SandboxImage, h.RootDirectory)
@@ -104,20 +112,30 @@ func Start(ctx context.Context, f Flags, h Host, engine Engine, log logrus.Field
 		s.preload = newPreloadDir(f.PreloadImagesDir, engine, p, f.PreloadImageStatusWait, log.WithField("component", "preload"))
 		s.preload.start()
 	}
+	switch {
+	case s.containerd != nil:
+		s.startSticky(s.containerd.store(), f.PinDanglingRecords, log.WithField("component", "sticky-pins"))
+	case watches && !info.ContainerdStore:
+		s.startClassic(watcher, log.WithField("component", "sticky-pins"))
+	}
 	return s, nil
 }
 
-// Info is the Pinner's Info with the preload directory's state ("preloadDir").
+// Info is the Pinner's Info with the sticky pins' state ("sticky") and the preload
+// directory's ("preloadDir").
 func (s *Setup) Info() map[string]any {
 	info := s.Pinner.Info()
+	info["sticky"] = s.stickyInfo()
 	if s.preload != nil {
 		info["preloadDir"] = s.preload.info()
 	}
 	return info
 }
 
-// Close stops watching the preload directory and releases the containerd connection.
+// Close stops the sticky pins, then watching the preload directory, and releases the
+// containerd connection.
 func (s *Setup) Close() error {
+	s.stopSticky()
 	if s.preload != nil {
 		s.preload.close()
 	}
@@ -155,6 +173,12 @@ func (s *Setup) ReloadLogged() {
 		return
 	}
 	s.log.Info("SIGHUP: pins reloaded")
+	if s.sticky != nil {
+		s.sticky.trigger()
+	}
+	if s.classic != nil {
+		s.classic.trigger()
+	}
 }
 
 // ReloadOnSIGHUP reloads the pins on every SIGHUP (systemd's ExecReload) from now

@@ -111,3 +111,41 @@ func TestReloadOnSIGHUP(t *testing.T) {
 		return poll.Success()
 	}, poll.WithTimeout(10*time.Second), poll.WithDelay(10*time.Millisecond))
 }
+
+// watchingEngine is a fake engine on the classic store that also lists its images
+// and streams removals (ImageWatcher).
+type watchingEngine struct {
+	*fakeEngine
+	images *fakeClassic
+}
+
+func (e watchingEngine) Images(ctx context.Context) ([]Image, error) { return e.images.Images(ctx) }
+
+func (e watchingEngine) WatchImageRemovals(ctx context.Context, fn func(time.Time)) error {
+	return e.images.WatchImageRemovals(ctx, fn)
+}
+
+func TestStartStickyOnClassicStore(t *testing.T) {
+	images := &fakeClassic{images: map[string]Image{digA: {ID: digA, RepoTags: []string{"busybox:1.36"}}}}
+	engine := watchingEngine{fakeEngine: newFakeEngine(), images: images}
+	f := DefaultFlags()
+	f.PinnedImages = []string{"busybox:1.36"}
+	s, err := Start(context.Background(), f, Host{SandboxImage: DefaultSandboxImage, RootDirectory: t.TempDir()}, engine, logctx.Discard())
+	assert.NilError(t, err)
+	assert.Check(t, s.RefusesPinnedRemoval())
+	poll.WaitOn(t, func(poll.LogT) poll.Result {
+		st := s.Info()["sticky"].(map[string]any)["state"].(classicStatus)
+		if st.PinnedImages != 1 {
+			return poll.Continue("pinned images known: %d", st.PinnedImages)
+		}
+		return poll.Success()
+	}, poll.WithTimeout(10*time.Second), poll.WithDelay(10*time.Millisecond))
+	assert.NilError(t, s.Close()) // stops the keeper and its event watch
+
+	f.RestorePinnedImages = false
+	s, err = Start(context.Background(), f, Host{SandboxImage: DefaultSandboxImage}, newFakeEngine(), logctx.Discard())
+	assert.NilError(t, err)
+	defer s.Close()
+	assert.Check(t, !s.RefusesPinnedRemoval())
+	assert.Check(t, is.Contains(s.Info()["sticky"].(map[string]any)["lease"], "off"))
+}

@@ -149,6 +149,7 @@ func run(opts *Options, log *logrus.Logger, hup <-chan os.Signal, wait engineWai
 		EngineLog:                 core.EngineLogLimits{MaxSize: opts.EngineLogMaxSize, MaxFiles: opts.EngineLogMaxFiles},
 		ImageVolumes:              v.APIAtLeast("1.48"),
 		ImageVolumeSubpaths:       v.APIAtLeast("1.51"),
+		RefusePinnedRemoval:       opts.RestorePinnedImages,
 	}
 	deps := core.Deps{Pins: pins, Checkpoints: checkpoints, Metrics: metrics.NewCollector("/"), Log: log}
 	if opts.NetworkPlugin != "" { // "cni": Validate refused anything else
@@ -332,6 +333,38 @@ func (e pinEngine) EngineInfo(context.Context) (pinning.EngineInfo, error) {
 
 func (e pinEngine) LoadImages(ctx context.Context, archive io.Reader) ([]string, error) {
 	return e.client.LoadImages(ctx, archive)
+}
+
+// Images lists the engine's images for the sticky pins (pinning.ImageWatcher).
+func (e pinEngine) Images(ctx context.Context) ([]pinning.Image, error) {
+	imgs, err := e.client.ListImages(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]pinning.Image, len(imgs))
+	for i, img := range imgs {
+		out[i] = pinning.Image{ID: img.ID, RepoTags: img.RepoTags, RepoDigests: img.RepoDigests, Labels: img.Labels}
+	}
+	return out, nil
+}
+
+// WatchImageRemovals calls removed after each image delete or untag event
+// (pinning.ImageWatcher), until ctx ends or the event stream breaks.
+func (e pinEngine) WatchImageRemovals(ctx context.Context, removed func(at time.Time)) error {
+	events, errs := e.client.ImageEvents(ctx, time.Now())
+	for {
+		select {
+		case ev, ok := <-events:
+			if !ok {
+				return <-errs
+			}
+			if ev.Action == "delete" || ev.Action == "untag" {
+				removed(ev.Time)
+			}
+		case err := <-errs:
+			return err
+		}
+	}
 }
 
 // gracefulStop lets in-flight RPCs finish, bounded by timeout.

@@ -1,0 +1,563 @@
+package pinning
+
+import (
+	"context"
+	"errors"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/dockpin/cri-dockerd/imageref"
+)
+
+// Sticky pins on the containerd image store: the content of every pinned image is
+// held by one well-known containerd lease in the engine's namespace (content under a
+// lease is not garbage-collected, whoever deletes the image record), and the records
+// of pinned images are remembered (in the state directory too), so that a record
+// deleted outside the CRI (docker rmi, docker image prune -a, ctr images rm) is
+// created again from the leased content. k3s holds the images of its air-gap
+// directory the same way, with one lease named after the program ("k3s"), re-taken
+// at every start.
+const (
+	// StickyLeaseID is the containerd lease holding the content of pinned images.
+	StickyLeaseID = "dockpin.pinned"
+	// PreloadArchiveLabel on a containerd record names the preload archive its image
+	// was loaded from; set (with PinnedLabel) on the records of preloaded images.
+	PreloadArchiveLabel = "io.dockpin.preload.archive"
+	// preloadMarkerLabel says that we set PinnedLabel on a preloaded image's record
+	// (it did not carry it before), so that removing the archive removes it again.
+	preloadMarkerLabel = "io.dockpin.preload.pinned-label"
+	// stickyStateName is the state file of the remembered records.
+	stickyStateName = "sticky-records"
+	// stickyInterval is how often the lease is re-derived without an event.
+	stickyInterval = time.Minute
+)
+
+// archiveReloader loads (or, for a list, pulls) again the preload file that provides
+// ref and returns its name; NotFound when no file does (Setup.ReloadArchiveFor).
+type archiveReloader func(ctx context.Context, ref string) (string, error)
+
+// stickyKeeper keeps the lease in step with the pins and restores deleted records.
+type stickyKeeper struct {
+	st              ctrdStore
+	p               *Pinner
+	state           stateStore
+	log             logrus.FieldLogger
+	restore         bool // --restore-pinned-images
+	includeDangling bool
+	reloadFile      archiveReloader // loads preload archives again; nil: none
+	kick            chan struct{}
+
+	reconcileMu sync.Mutex // one reconcile at a time
+	walks       map[string]imageContent
+
+	mu         sync.Mutex
+	remembered map[string]ctrdRecord // the records of pinned images, by name
+	deletedAt  map[string]time.Time  // when a remembered record's delete event came
+	restoredAt map[string]time.Time  // records restored before their delete event came
+	eventSeq   uint64                // image events seen
+	// eventLabels are the labels create and update events gave remembered records, with the event's number.
+	eventLabels map[string]seqLabels
+	status      stickyStatus
+}
+
+type seqLabels struct {
+	seq    uint64
+	labels map[string]string
+}
+
+// stickyStatus is the keeper's state for Info.
+type stickyStatus struct {
+	LeasedBlobs   int       `json:"leasedBlobs"`
+	LeasedBytes   int64     `json:"leasedBytes"`
+	PinnedImages  int       `json:"pinnedImages"`
+	Records       int       `json:"rememberedRecords"`
+	Restored      int       `json:"restored"`
+	LastRestored  string    `json:"lastRestored,omitempty"`
+	LastRestoreIn string    `json:"lastRestoreDuration,omitempty"`
+	Failed        int       `json:"restoreFailed"`
+	LastFailure   string    `json:"lastRestoreFailure,omitempty"`
+	LastSync      time.Time `json:"lastSync"`
+	LastSyncError string    `json:"lastSyncError,omitempty"`
+}
+
+func newStickyKeeper(st ctrdStore, p *Pinner, restore, includeDangling bool, log logrus.FieldLogger) *stickyKeeper {
+	k := &stickyKeeper{
+		st: st, p: p, state: p.store, log: log, restore: restore, includeDangling: includeDangling,
+		kick: make(chan struct{}, 1), walks: map[string]imageContent{},
+		remembered: map[string]ctrdRecord{}, deletedAt: map[string]time.Time{}, restoredAt: map[string]time.Time{}, eventLabels: map[string]seqLabels{},
+	}
+	var saved []ctrdRecord
+	if _, err := k.state.load(stickyStateName, &saved); err != nil {
+		log.WithError(err).Warn("sticky pins: cannot read the remembered image records; records deleted while we were not running are not restored")
+	}
+	for _, r := range saved {
+		k.remembered[r.Name] = r
+	}
+	return k
+}
+
+// trigger asks the loop for a reconcile soon.
+func (k *stickyKeeper) trigger() {
+	select {
+	case k.kick <- struct{}{}:
+	default:
+	}
+}
+
+// run reconciles at start, on every image event, on trigger and every interval, until ctx ends.
+func (k *stickyKeeper) run(ctx context.Context, interval time.Duration) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Go(func() { k.watch(ctx) })
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	k.trigger()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-k.kick:
+		case <-t.C:
+		}
+		if err := k.reconcile(ctx); err != nil && ctx.Err() == nil {
+			k.log.WithError(err).Warn("sticky pins: cannot bring the lease and the pinned image records in step; retrying at the next event")
+		}
+	}
+}
+
+// watch follows the image events, resubscribing after a break; a resubscription
+// triggers a reconcile, which catches what happened meanwhile.
+func (k *stickyKeeper) watch(ctx context.Context) {
+	wait := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		start := time.Now()
+		err := k.st.ImageEvents(ctx, k.onEvent)
+		if ctx.Err() != nil {
+			return
+		}
+		if time.Since(start) > 10*time.Second {
+			wait = 100 * time.Millisecond
+		}
+		k.log.WithError(err).Debug("sticky pins: image event stream broke; resubscribing")
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 5*time.Second)
+		k.trigger()
+	}
+}
+
+// onEvent notes what an event tells about a remembered record and triggers a
+// reconcile. Labels are taken from the event at once: a pin label removed just before
+// the record is deleted must not bring the record back.
+func (k *stickyKeeper) onEvent(ev ctrdEvent) {
+	k.mu.Lock()
+	k.eventSeq++
+	rec, ok := k.remembered[ev.Name]
+	k.log.WithField("topic", ev.Topic).WithField("record", ev.Name).WithField("at", ev.At).WithField("remembered", ok).Debug("sticky pins: image event")
+	if ok {
+		switch ev.Topic {
+		case topicImageDelete:
+			at := ev.At
+			if at.IsZero() || at.Unix() <= 0 {
+				at = time.Now()
+			}
+			if done, ok := k.restoredAt[ev.Name]; ok && done.After(at) {
+				// Restored by a reconcile that saw the record gone before its event came.
+				delete(k.restoredAt, ev.Name)
+				k.restoreTook(ev.Name, done.Sub(at))
+			} else {
+				k.deletedAt[ev.Name] = at
+			}
+		case topicImageCreate, topicImageUpdate:
+			rec.Labels = ev.Labels
+			k.remembered[ev.Name] = rec
+			k.eventLabels[ev.Name] = seqLabels{seq: k.eventSeq, labels: ev.Labels}
+		}
+	}
+	k.mu.Unlock()
+	k.trigger()
+}
+
+// target is one image (a target digest) in a reconcile.
+type stickyTarget struct {
+	desc    ctrdDescriptor
+	present []ctrdRecord // its records, dangling ones included
+	absent  []ctrdRecord // its remembered records that are gone
+	content imageContent
+	reasons []Reason
+	pinned  bool
+}
+
+// reconcile re-derives everything from the current pins: the preload labels, the
+// remembered records, the records to restore and the lease's content. On an error
+// nothing is released.
+func (k *stickyKeeper) reconcile(ctx context.Context) error {
+	k.reconcileMu.Lock()
+	defer k.reconcileMu.Unlock()
+	err := k.sync(ctx)
+	k.mu.Lock()
+	k.status.LastSync, k.status.LastSyncError = time.Now(), errString(err)
+	k.mu.Unlock()
+	return err
+}
+
+func (k *stickyKeeper) sync(ctx context.Context) error {
+	k.mu.Lock()
+	listedAt := k.eventSeq
+	k.mu.Unlock()
+	listTime := time.Now()
+	recs, err := k.st.Records(ctx)
+	if err != nil {
+		return err
+	}
+	targets, order := k.group(recs)
+	if err := k.walk(ctx, targets, order); err != nil {
+		return err
+	}
+	if err := k.decide(ctx, targets, order); err != nil {
+		return err
+	}
+	k.labelPreloaded(ctx, targets, order)
+	restored := k.restoreRecords(ctx, targets, order)
+	if err := k.syncLease(ctx, targets, order); err != nil {
+		return err
+	}
+	k.remember(targets, order, restored, listedAt, listTime)
+	return nil
+}
+
+// group sorts the records and the remembered ones that are gone by target.
+func (k *stickyKeeper) group(recs []ctrdRecord) (map[string]*stickyTarget, []string) {
+	targets := map[string]*stickyTarget{}
+	var order []string
+	at := func(d ctrdDescriptor) *stickyTarget {
+		t := targets[d.Digest]
+		if t == nil {
+			t = &stickyTarget{desc: d}
+			targets[d.Digest] = t
+			order = append(order, d.Digest)
+		}
+		return t
+	}
+	names := make(map[string]bool, len(recs))
+	for _, r := range recs {
+		names[r.Name] = true
+		if r.Target.Digest == "" {
+			continue
+		}
+		at(r.Target).present = append(at(r.Target).present, r)
+	}
+	k.mu.Lock()
+	for name, r := range k.remembered {
+		if !names[name] {
+			at(r.Target).absent = append(at(r.Target).absent, r)
+		}
+	}
+	k.mu.Unlock()
+	for _, t := range targets {
+		slices.SortFunc(t.absent, func(a, b ctrdRecord) int { return strings.Compare(a.Name, b.Name) })
+	}
+	return targets, order
+}
+
+// walk finds each target's content (cached: content is immutable), dropping the
+// cache entries of images gone.
+func (k *stickyKeeper) walk(ctx context.Context, targets map[string]*stickyTarget, order []string) error {
+	for _, d := range order {
+		t := targets[d]
+		c, ok := k.walks[d]
+		if !ok {
+			var err error
+			c, err = walkContent(ctx, k.st, t.desc)
+			if errors.Is(err, errNoBlob) {
+				continue // its content is gone: nothing to lease, nothing to restore from
+			}
+			if err != nil {
+				return err
+			}
+			k.walks[d] = c
+		}
+		t.content = c
+	}
+	for d := range k.walks {
+		if targets[d] == nil {
+			delete(k.walks, d)
+		}
+	}
+	return nil
+}
+
+// names returns the non-dangling names of the records, present and gone.
+func (k *stickyKeeper) names(t *stickyTarget) []string {
+	var out []string
+	for _, rs := range [][]ctrdRecord{t.present, t.absent} {
+		for _, r := range rs {
+			if !strings.HasPrefix(r.Name, DanglingPrefix) || k.includeDangling {
+				out = append(out, r.Name)
+			}
+		}
+	}
+	return out
+}
+
+// decide asks the pins about every target (all its names, present or gone) and
+// about each gone record's name alone.
+func (k *stickyKeeper) decide(ctx context.Context, targets map[string]*stickyTarget, order []string) error {
+	imgs := make([]Image, 0, len(order))
+	for _, d := range order {
+		t := targets[d]
+		names := k.names(t)
+		img := Image{ID: d, RepoTags: names, Labels: t.content.Labels}
+		for _, n := range names {
+			if r, err := imageref.Parse(n); err == nil && !strings.HasPrefix(n, DanglingPrefix) {
+				img.RepoDigests = append(img.RepoDigests, r.Name+"@"+d) // as the engine shows it: repository@target
+			}
+		}
+		imgs = append(imgs, img)
+	}
+	reasons, err := k.p.decideQuietly(ctx, imgs)
+	if err != nil {
+		return err
+	}
+	for i, d := range order {
+		t := targets[d]
+		t.reasons = reasons[i]
+		t.pinned = len(t.reasons) > 0
+		for _, r := range t.absent {
+			if hasPinnedLabel(r.Labels) && !isPreloadMirror(r.Labels) {
+				t.pinned = true // the labelled record itself is what was deleted
+				t.reasons = append(t.reasons, Reason{Source: SourceContainerd, Detail: "record " + r.Name + " (deleted)"})
+			}
+		}
+	}
+	return nil
+}
+
+// restoreRecords creates again the gone records of pinned images: each that pins
+// by itself (its name matches a pattern, or it carries the pin label), and every one
+// of an image left without a name. It returns the records restored.
+func (k *stickyKeeper) restoreRecords(ctx context.Context, targets map[string]*stickyTarget, order []string) []ctrdRecord {
+	var restored []ctrdRecord
+	for _, d := range order {
+		t := targets[d]
+		if !t.pinned || len(t.absent) == 0 || !k.restore {
+			continue
+		}
+		if len(t.content.Blobs) > 0 {
+			// The walk may be cached: the target itself must still be there.
+			if _, err := k.st.BlobSize(ctx, d); errors.Is(err, errNoBlob) {
+				delete(k.walks, d)
+				t.content = imageContent{}
+			}
+		}
+		if len(t.content.Blobs) == 0 {
+			k.reload(ctx, t) // the lease did not hold it (not yet, or taken away)
+			continue
+		}
+		named := false
+		for _, r := range t.present {
+			named = named || !strings.HasPrefix(r.Name, DanglingPrefix)
+		}
+		for _, r := range t.absent {
+			if named && (!hasPinnedLabel(r.Labels) || isPreloadMirror(r.Labels)) && !k.namePins(ctx, r.Name) {
+				continue
+			}
+			if err := k.st.CreateRecord(ctx, r); err != nil {
+				k.failed(r.Name, err.Error())
+				continue
+			}
+			restored = append(restored, r)
+			k.restoredOne(r, t.reasons)
+		}
+	}
+	return restored
+}
+
+// reload loads the preload archive of an image whose content is gone again, or
+// reports that it cannot be restored.
+func (k *stickyKeeper) reload(ctx context.Context, t *stickyTarget) {
+	name := t.absent[0].Name
+	tarball := preloadTarball(t.reasons)
+	if tarball == "" || k.reloadFile == nil {
+		k.failed(name, "its content is gone from the store")
+		return
+	}
+	if file, err := k.reloadFile(ctx, name); err != nil {
+		k.failed(name, "its content is gone and loading its preload file "+file+" again failed: "+err.Error())
+		return
+	}
+	for _, r := range t.absent {
+		k.restoredOne(r, t.reasons)
+	}
+}
+
+// namePins tells whether the record name alone is pinned (a pattern, the pins file,
+// a preloaded reference, the sandbox image).
+func (k *stickyKeeper) namePins(ctx context.Context, name string) bool {
+	rs, err := k.p.decideQuietly(ctx, []Image{{RepoTags: []string{name}}})
+	return err == nil && len(rs[0]) > 0
+}
+
+func (k *stickyKeeper) restoredOne(r ctrdRecord, reasons []Reason) {
+	now := time.Now()
+	k.mu.Lock()
+	at, ok := k.deletedAt[r.Name]
+	delete(k.deletedAt, r.Name)
+	if !ok {
+		k.restoredAt[r.Name] = now // its delete event is still on its way
+	}
+	k.status.Restored++
+	k.status.LastRestored = r.Name
+	k.mu.Unlock()
+	k.log.WithField("record", r.Name).WithField("image", r.Target.Digest).WithField("pinReasons", reasons).
+		Info("sticky pins: restored the deleted record of a pinned image from its leased content")
+	if ok {
+		k.mu.Lock()
+		k.restoreTook(r.Name, now.Sub(at))
+		k.mu.Unlock()
+	}
+}
+
+// restoreTook logs and keeps how long after its delete a record was back. Caller holds mu.
+func (k *stickyKeeper) restoreTook(name string, d time.Duration) {
+	k.status.LastRestoreIn = d.String()
+	k.log.WithField("record", name).WithField("duration", d).Info("sticky pins: pinned image restored after its delete")
+}
+
+func (k *stickyKeeper) failed(name, why string) {
+	k.mu.Lock()
+	k.status.Failed++
+	k.status.LastFailure = name + ": " + why
+	k.mu.Unlock()
+	k.log.WithField("record", name).Warn("sticky pins: cannot restore the deleted record of a pinned image: " + why)
+}
+
+// syncLease makes the lease hold exactly the content of the pinned images.
+func (k *stickyKeeper) syncLease(ctx context.Context, targets map[string]*stickyTarget, order []string) error {
+	want := map[string]int64{}
+	pinned := 0
+	for _, d := range order {
+		if t := targets[d]; t.pinned {
+			pinned++
+			maps.Copy(want, t.content.Blobs)
+		}
+	}
+	if err := k.st.EnsureLease(ctx, StickyLeaseID); err != nil {
+		return err
+	}
+	have, err := k.st.LeasedContent(ctx, StickyLeaseID)
+	if err != nil {
+		return err
+	}
+	held := make(map[string]bool, len(have))
+	for _, d := range have {
+		held[d] = true
+	}
+	var added, released int
+	for _, d := range slices.Sorted(maps.Keys(want)) {
+		if !held[d] {
+			if err := k.st.Lease(ctx, StickyLeaseID, d); err != nil {
+				return err
+			}
+			added++
+		}
+	}
+	for _, d := range have {
+		if _, ok := want[d]; !ok {
+			if err := k.st.Release(ctx, StickyLeaseID, d); err != nil {
+				return err
+			}
+			released++
+		}
+	}
+	var bytes int64
+	for _, n := range want {
+		bytes += n
+	}
+	if added+released > 0 {
+		k.log.WithField("added", added).WithField("released", released).WithField("blobs", len(want)).
+			WithField("bytes", bytes).WithField("images", pinned).Info("sticky pins: lease " + StickyLeaseID + " in step with the pins")
+	}
+	k.mu.Lock()
+	k.status.LeasedBlobs, k.status.LeasedBytes, k.status.PinnedImages = len(want), bytes, pinned
+	k.mu.Unlock()
+	return nil
+}
+
+// remember keeps the records of pinned images (present or just restored) and saves
+// them when they changed; records of images no longer pinned are forgotten.
+func (k *stickyKeeper) remember(targets map[string]*stickyTarget, order []string, restored []ctrdRecord, listedAt uint64, listTime time.Time) {
+	next := map[string]ctrdRecord{}
+	for _, d := range order {
+		t := targets[d]
+		if !t.pinned {
+			continue
+		}
+		for _, r := range t.present {
+			if !strings.HasPrefix(r.Name, DanglingPrefix) {
+				next[r.Name] = r
+			}
+		}
+	}
+	for _, r := range restored {
+		next[r.Name] = r
+	}
+	k.mu.Lock()
+	for name, r := range next {
+		// An event newer than this reconcile's listing knows the record's labels better.
+		if ev, ok := k.eventLabels[name]; ok && ev.seq > listedAt {
+			r.Labels = ev.labels
+			next[name] = r
+		}
+	}
+	listed := map[string]bool{}
+	for _, d := range order {
+		for _, r := range targets[d].present {
+			listed[r.Name] = true
+		}
+	}
+	for name, at := range k.deletedAt {
+		// Gone from the pins, or created again (not by us) after its delete: done with.
+		if _, ok := next[name]; !ok || listed[name] && at.Before(listTime) {
+			delete(k.deletedAt, name)
+		}
+	}
+	clear(k.eventLabels)
+	for name, at := range k.restoredAt {
+		if time.Since(at) > time.Minute { // its delete event never came
+			delete(k.restoredAt, name)
+		}
+	}
+	changed := !maps.EqualFunc(next, k.remembered, sameRecord)
+	k.remembered = next
+	k.status.Records = len(next)
+	k.mu.Unlock()
+	if !changed {
+		return
+	}
+	list := slices.SortedFunc(maps.Values(next), func(a, b ctrdRecord) int { return strings.Compare(a.Name, b.Name) })
+	if err := k.state.save(stickyStateName, list); err != nil {
+		k.log.WithError(err).Warn("sticky pins: cannot save the records of pinned images; one deleted while we are not running is not restored")
+	}
+}
+
+func sameRecord(a, b ctrdRecord) bool {
+	return a.Name == b.Name && a.Target == b.Target && maps.Equal(a.Labels, b.Labels)
+}
+
+// Status is the keeper's state for Info.
+func (k *stickyKeeper) info() map[string]any {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return map[string]any{
+		"lease": StickyLeaseID, "restore": k.restore, "state": k.status,
+	}
+}

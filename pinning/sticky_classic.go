@@ -1,0 +1,307 @@
+package pinning
+
+import (
+	"context"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sirupsen/logrus"
+)
+
+// ImageWatcher is an optional part of Engine. With it, on the classic image store
+// (no containerd lease to keep content by), a pinned image deleted outside the CRI is
+// noticed: a preloaded one is loaded again from its archive, any other is reported
+// (a warning and verbose Status), as nothing holds its content any more.
+type ImageWatcher interface {
+	// Images lists the engine's images.
+	Images(ctx context.Context) ([]Image, error)
+	// WatchImageRemovals calls removed with the event's time after each image delete or
+	// untag event, until ctx ends or the stream breaks (the error says why).
+	WatchImageRemovals(ctx context.Context, removed func(at time.Time)) error
+}
+
+// classicStateName is the state file of the pinned images the classic keeper knows.
+const classicStateName = "sticky-images"
+
+// maxReportedLosses bounds the losses Status lists.
+const maxReportedLosses = 20
+
+// classicPinned is one pinned image as the classic keeper remembers it.
+type classicPinned struct {
+	ID string `json:"id"`
+	// Names are the references that pin by themselves (patterns, the pins file,
+	// preloaded references, the sandbox image); an untag of another name is not a loss.
+	Names []string `json:"names,omitempty"`
+	// Tags are all its references, for messages.
+	Tags []string `json:"tags,omitempty"`
+	// Tarball is the preload archive that pins it ("" = none).
+	Tarball string `json:"tarball,omitempty"`
+}
+
+// classicKeeper restores preloaded images deleted outside the CRI on the classic
+// image store and reports the other pinned images deleted there.
+type classicKeeper struct {
+	w          ImageWatcher
+	reload     archiveReloader // nil: no preload directory
+	p          *Pinner
+	restore    bool
+	state      stateStore
+	log        logrus.FieldLogger
+	kick       chan struct{}
+	checkMu    sync.Mutex
+	mu         sync.Mutex
+	remembered map[string]classicPinned
+	removedAt  time.Time // the latest removal event
+	status     classicStatus
+}
+
+// classicStatus is the classic keeper's state for Info.
+type classicStatus struct {
+	Reloaded      int         `json:"reloaded"`
+	LastReloaded  string      `json:"lastReloaded,omitempty"`
+	LastReloadIn  string      `json:"lastReloadDuration,omitempty"`
+	Lost          []lostImage `json:"lost,omitempty"`
+	PinnedImages  int         `json:"pinnedImages"`
+	LastSync      time.Time   `json:"lastSync"`
+	LastSyncError string      `json:"lastSyncError,omitempty"`
+}
+
+// lostImage is a pinned image deleted outside the CRI that could not be restored.
+type lostImage struct {
+	ID     string    `json:"id"`
+	Tags   []string  `json:"tags,omitempty"`
+	Reason string    `json:"reason"`
+	At     time.Time `json:"at"`
+}
+
+func newClassicKeeper(w ImageWatcher, reload archiveReloader, p *Pinner, restore bool, log logrus.FieldLogger) *classicKeeper {
+	k := &classicKeeper{
+		w: w, reload: reload, p: p, restore: restore, state: p.store, log: log,
+		kick: make(chan struct{}, 1), remembered: map[string]classicPinned{},
+	}
+	var saved []classicPinned
+	if _, err := k.state.load(classicStateName, &saved); err != nil {
+		log.WithError(err).Warn("sticky pins: cannot read the pinned images known at the last run")
+	}
+	for _, c := range saved {
+		k.remembered[c.ID] = c
+	}
+	return k
+}
+
+func (k *classicKeeper) trigger() {
+	select {
+	case k.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (k *classicKeeper) run(ctx context.Context, interval time.Duration) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Go(func() { k.watch(ctx) })
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	k.trigger()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-k.kick:
+		case <-t.C:
+		}
+		if err := k.check(ctx); err != nil && ctx.Err() == nil {
+			k.log.WithError(err).Warn("sticky pins: cannot check the pinned images; retrying at the next event")
+		}
+	}
+}
+
+func (k *classicKeeper) watch(ctx context.Context) {
+	wait := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		start := time.Now()
+		err := k.w.WatchImageRemovals(ctx, func(at time.Time) {
+			k.mu.Lock()
+			k.removedAt = at
+			k.mu.Unlock()
+			k.trigger()
+		})
+		if ctx.Err() != nil {
+			return
+		}
+		if time.Since(start) > 10*time.Second {
+			wait = 100 * time.Millisecond
+		}
+		k.log.WithError(err).Debug("sticky pins: image event stream broke; resubscribing")
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 5*time.Second)
+		k.trigger()
+	}
+}
+
+// check compares the pinned images with the ones known before: each one gone (or
+// with a pinning name gone) is loaded again from its archive, or reported, once.
+func (k *classicKeeper) check(ctx context.Context) error {
+	k.checkMu.Lock()
+	defer k.checkMu.Unlock()
+	err := k.sync(ctx)
+	k.mu.Lock()
+	k.status.LastSync, k.status.LastSyncError = time.Now(), errString(err)
+	k.mu.Unlock()
+	return err
+}
+
+func (k *classicKeeper) sync(ctx context.Context) error {
+	cur, present, err := k.pinned(ctx)
+	if err != nil {
+		return err
+	}
+	k.mu.Lock()
+	before := slices.Collect(maps.Values(k.remembered))
+	k.mu.Unlock()
+	reloaded := map[string]bool{} // archives loaded again in this sync
+	for _, c := range before {
+		if missing := missingNames(c, present); missing != nil {
+			if c.Tarball != "" && reloaded[c.Tarball] {
+				continue
+			}
+			if k.lost(ctx, c, missing) {
+				reloaded[c.Tarball] = true
+			}
+		}
+	}
+	if len(reloaded) > 0 {
+		if cur, _, err = k.pinned(ctx); err != nil {
+			return err
+		}
+	}
+	k.mu.Lock()
+	changed := !maps.EqualFunc(cur, k.remembered, func(a, b classicPinned) bool {
+		return a.ID == b.ID && a.Tarball == b.Tarball && slices.Equal(a.Names, b.Names) && slices.Equal(a.Tags, b.Tags)
+	})
+	k.remembered = cur
+	k.status.PinnedImages = len(cur)
+	k.mu.Unlock()
+	if changed {
+		list := slices.SortedFunc(maps.Values(cur), func(a, b classicPinned) int { return strings.Compare(a.ID, b.ID) })
+		if err := k.state.save(classicStateName, list); err != nil {
+			k.log.WithError(err).Warn("sticky pins: cannot save the pinned images; one deleted while we are not running is not noticed")
+		}
+	}
+	return nil
+}
+
+// pinned lists the engine's pinned images, and the IDs and references present.
+func (k *classicKeeper) pinned(ctx context.Context) (map[string]classicPinned, map[string]bool, error) {
+	imgs, err := k.w.Images(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	reasons, err := k.p.decideQuietly(ctx, imgs)
+	if err != nil {
+		return nil, nil, err
+	}
+	present := map[string]bool{}
+	var names []Image // one per tag of a pinned image, to find the names that pin by themselves
+	var owner []string
+	out := map[string]classicPinned{}
+	for i, img := range imgs {
+		present[img.ID] = true
+		for _, t := range img.RepoTags {
+			present[t] = true
+		}
+		if len(reasons[i]) == 0 {
+			continue
+		}
+		out[img.ID] = classicPinned{ID: img.ID, Tags: slices.Clone(img.RepoTags), Tarball: preloadTarball(reasons[i])}
+		for _, t := range img.RepoTags {
+			names = append(names, Image{RepoTags: []string{t}})
+			owner = append(owner, img.ID)
+		}
+	}
+	if len(names) > 0 {
+		byName, err := k.p.decideQuietly(ctx, names)
+		if err != nil {
+			return nil, nil, err
+		}
+		for i, rs := range byName {
+			if len(rs) > 0 {
+				c := out[owner[i]]
+				c.Names = append(c.Names, names[i].RepoTags[0])
+				out[owner[i]] = c
+			}
+		}
+	}
+	return out, present, nil
+}
+
+// missingNames returns what of c is gone: its ID, or its names that pin; nil when nothing is.
+func missingNames(c classicPinned, present map[string]bool) []string {
+	if !present[c.ID] {
+		return append([]string{c.ID}, c.Tags...)
+	}
+	var out []string
+	for _, n := range c.Names {
+		if !present[n] {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// lost handles a pinned image deleted outside the CRI: loaded again from its archive
+// when one pins it (reloaded is true), else reported.
+func (k *classicKeeper) lost(ctx context.Context, c classicPinned, missing []string) (reloaded bool) {
+	entry := k.log.WithField("image", c.ID).WithField("missing", missing)
+	if !k.restore {
+		entry.Info("sticky pins: a pinned image was deleted outside the CRI; --restore-pinned-images=false leaves it deleted")
+		return false
+	}
+	why := "the classic image store keeps no content for it: only preloaded images can be restored there (from their archive)"
+	if c.Tarball != "" && k.reload != nil {
+		ref := c.ID
+		if len(c.Tags) > 0 {
+			ref = c.Tags[0]
+		}
+		if _, err := k.reload(ctx, ref); err != nil {
+			why = "loading its preload archive " + c.Tarball + " again failed: " + err.Error()
+		} else {
+			k.reloaded(c, entry)
+			return true
+		}
+	}
+	k.mu.Lock()
+	k.status.Lost = append(k.status.Lost, lostImage{ID: c.ID, Tags: c.Tags, Reason: why, At: time.Now()})
+	if n := len(k.status.Lost); n > maxReportedLosses {
+		k.status.Lost = slices.Clone(k.status.Lost[n-maxReportedLosses:])
+	}
+	k.mu.Unlock()
+	entry.WithField("tags", c.Tags).Warn("sticky pins: a pinned image was deleted outside the CRI and cannot be restored: " + why)
+	return false
+}
+
+func (k *classicKeeper) reloaded(c classicPinned, entry logrus.FieldLogger) {
+	k.mu.Lock()
+	k.status.Reloaded++
+	k.status.LastReloaded = c.Tarball
+	if !k.removedAt.IsZero() {
+		d := time.Since(k.removedAt)
+		k.status.LastReloadIn = d.String()
+		entry = entry.WithField("duration", d)
+	}
+	k.mu.Unlock()
+	entry.WithField("tarball", c.Tarball).Info("sticky pins: pinned image restored after its delete, by loading its preload archive again")
+}
+
+func (k *classicKeeper) info() map[string]any {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return map[string]any{"lease": "none: the classic image store", "restore": k.restore, "state": k.status}
+}
