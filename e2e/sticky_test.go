@@ -358,8 +358,9 @@ func TestStickyPreloaded(t *testing.T) {
 	id := stickyImage(t, "e2e/sticky-preload:1")
 	docker(t, "save", "-o", filepath.Join(dir, "sticky.tar"), "e2e/sticky-preload:1")
 	docker(t, "rmi", "e2e/sticky-preload:1")
+	pauseImage(t)
 
-	s := startShim(t, "--restore-pinned-images=true", "--preload-images-dir", dir)
+	s := startShim(t, "--restore-pinned-images=true", "--preload-images-dir", dir, "--pod-infra-container-image", pauseRef)
 	waitListPinned(t, s, id, true)
 	waitSynced(t, s) // the image is remembered
 	if env.store == "containerd" {
@@ -392,6 +393,16 @@ func TestStickyPreloaded(t *testing.T) {
 		del.fn()
 		t.Logf("STICKY restore store=%s path=%q source=preload: back after the delete started: %v", env.store, del.path, waitRestored(t, s, id, start))
 	}
+	// A pod starts from the restored image; nothing can be pulled (no registry has it).
+	pod := podConfig("sticky-preload")
+	podID := runPod(t, s, pod)
+	c := httpdContainer("c-preload", "18120", "")
+	c.Image.Image = "e2e/sticky-preload:1"
+	cid := startContainer(t, s, podID, pod, c)
+	st, err := s.rt.ContainerStatus(context.Background(), &runtimeapi.ContainerStatusRequest{ContainerId: cid})
+	assert.NilError(t, err)
+	assert.Check(t, st.GetStatus().GetState() == runtimeapi.ContainerState_CONTAINER_RUNNING, "%v", st.GetStatus().GetState())
+	stopAndRemovePod(t, s, podID)
 	s.stop(t)
 
 	assert.NilError(t, os.Remove(filepath.Join(dir, "sticky.tar")))
