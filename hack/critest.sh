@@ -7,8 +7,9 @@
 #   (default $CRITEST_OUT/bench-$STORE) with ginkgo's JSON reports; CRITEST_BENCH_SKIP skips benchmarks
 #   (regex); CRITEST_BENCH_SCRATCH_RUNS=N runs the "start a container from scratch" spec N more times alone.
 # Env: STORE=classic|containerd, CRITEST_FOCUS (regex; "" = all), CRITEST_SKIP_FILE, CRITEST_STOP=1, CRI_DOCKERD_BIN,
-#   CRITEST_CRI_ARGS (more flags for it, such as --log-level debug); CRITEST_NRI=0 runs it without NRI (default:
-#   --enable-nri on a socket in the private stack, passed to critest as -nri-socket, so its NRI specs run);
+#   CRITEST_CRI_ARGS (more flags for it, such as --log-level debug); CRITEST_NRI=1 (the default, but for bench and
+#   compare: 0) runs it with --enable-nri on a socket in the private stack, passed to critest as -nri-socket, so its
+#   NRI specs run; upstream cri-dockerd has no such flag, and NRI is off by default, so benchmarks run without;
 #   CRITEST_VIA_PROXY=1: critest talks to CRI_DOCKERD_BIN as the pin proxy (--pin-proxy-backend) in front of a
 #   backend, CRITEST_BACKEND_BIN (an unmodified cri-dockerd, say) or else CRI_DOCKERD_BIN with its pins off.
 #   compare: the suite against CRITEST_BACKEND_BIN directly, then through CRI_DOCKERD_BIN as the pin proxy in front
@@ -295,7 +296,7 @@ stop() {
 case ${1:-} in
   build | images) (($# == 1)) || usage; "$1" ;;
   all | stop) (($# == 1)) || usage; hold_e2e_lock; "$1" ;;
-  bench) (($# == 1)) || usage; hold_e2e_lock; CRITEST_BENCH=1 all ;;
+  bench) (($# == 1)) || usage; hold_e2e_lock; CRITEST_BENCH=1 CRITEST_NRI=${CRITEST_NRI:-0} all ;;
   compare) (($# == 1)) || usage; hold_e2e_lock; compare ;;
   run) shift; hold_e2e_lock; run "$@" ;;
   *) usage ;;
