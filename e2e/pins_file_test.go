@@ -101,12 +101,7 @@ func TestPinsFileReloadOnSIGHUP(t *testing.T) {
 func TestSIGHUPDuringStartup(t *testing.T) {
 	dir := t.TempDir()
 	const tag = "e2e/sighup-preload:1"
-	_, err := dockerErr(bigRootfsTar(t, 256<<20), "import", "-", tag)
-	assert.NilError(t, err)
-	id := imageID(t, tag)
-	removeAtEnd(t, id)
-	docker(t, "save", "-o", filepath.Join(dir, "big.tar"), tag)
-	docker(t, "rmi", tag)
+	id := bigPreloadArchive(t, dir, tag)
 	pins := filepath.Join(t.TempDir(), "pins")
 	assert.NilError(t, os.WriteFile(pins, []byte("e2e/sighup-none\n"), 0o644))
 
@@ -152,4 +147,17 @@ func bigRootfsTar(t testing.TB, size int) []byte {
 	assert.NilError(t, err)
 	assert.NilError(t, tw.Close())
 	return buf.Bytes()
+}
+
+// bigPreloadArchive saves a 256 MiB image tagged tag as dir/big.tar and removes it from
+// the engine (and its reloaded copy when the test ends); it returns the image's ID.
+func bigPreloadArchive(t *testing.T, dir, tag string) string {
+	t.Helper()
+	_, err := dockerErr(bigRootfsTar(t, 256<<20), "import", "-", tag)
+	assert.NilError(t, err)
+	id := imageID(t, tag)
+	removeAtEnd(t, id)
+	docker(t, "save", "-o", filepath.Join(dir, "big.tar"), tag)
+	docker(t, "rmi", tag)
+	return id
 }

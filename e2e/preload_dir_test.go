@@ -245,12 +245,7 @@ func TestPreloadDirWatched(t *testing.T) {
 func TestPreloadDoesNotBlockStart(t *testing.T) {
 	dir := t.TempDir()
 	const tag = "e2e/preload-big:1"
-	_, err := dockerErr(bigRootfsTar(t, 256<<20), "import", "-", tag)
-	assert.NilError(t, err)
-	id := imageID(t, tag)
-	removeAtEnd(t, id)
-	docker(t, "save", "-o", filepath.Join(dir, "big.tar"), tag)
-	docker(t, "rmi", tag)
+	id := bigPreloadArchive(t, dir, tag)
 
 	s := startShim(t, "--preload-images-dir", dir)
 	st := s.preloadInfo(t)

@@ -129,23 +129,40 @@ func newPinner(cfg Config, log logrus.FieldLogger, watchedPreload bool, sources 
 // error wrapping ErrNoPinState and errdefs' Unavailable that names it: a list without
 // that source's pins would show pinned images unpinned to kubelet's image GC.
 func (p *Pinner) Evaluate(ctx context.Context, imgs []Image) ([][]Reason, error) {
-	matchers, err := p.matchers(ctx, true)
+	out, now, err := p.decideAll(ctx, imgs)
 	if err != nil {
 		return nil, err
 	}
+	p.lastEval.Store(newEvalStats(now, out))
+	return out, nil
+}
+
+// decideQuietly is Evaluate without its bookkeeping (the last evaluation Info shows
+// is kubelet's ListImages, not the sticky keepers').
+func (p *Pinner) decideQuietly(ctx context.Context, imgs []Image) ([][]Reason, error) {
+	out, _, err := p.decideAll(ctx, imgs)
+	return out, err
+}
+
+// decideAll decides for imgs with fresh snapshots, refusing as Evaluate does, and
+// returns when it decided.
+func (p *Pinner) decideAll(ctx context.Context, imgs []Image) ([][]Reason, time.Time, error) {
+	matchers, err := p.matchers(ctx, true)
+	if err != nil {
+		return nil, time.Time{}, err
+	}
 	e := p.newEvaluation(ctx, matchers)
 	if err := p.fileErr(e.set); err != nil {
-		return nil, err
+		return nil, time.Time{}, err
 	}
 	if err := p.preloadErr(); err != nil {
-		return nil, err
+		return nil, time.Time{}, err
 	}
 	out := make([][]Reason, len(imgs))
 	for i := range imgs {
 		out[i] = e.decide(&imgs[i])
 	}
-	p.lastEval.Store(newEvalStats(e.now, out))
-	return out, nil
+	return out, e.now, nil
 }
 
 // Check decides for one image (ImageStatus). It may reuse a Source snapshot tried

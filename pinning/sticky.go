@@ -50,7 +50,7 @@ type stickyKeeper struct {
 	restore         bool // --restore-pinned-images
 	includeDangling bool
 	reloadFile      archiveReloader // loads preload archives again; nil: none
-	kick            chan struct{}
+	keeperLoop
 
 	reconcileMu sync.Mutex // one reconcile at a time
 	walks       map[string]imageContent
@@ -88,7 +88,7 @@ type stickyStatus struct {
 func newStickyKeeper(st ctrdStore, p *Pinner, restore, includeDangling bool, log logrus.FieldLogger) *stickyKeeper {
 	k := &stickyKeeper{
 		st: st, p: p, state: p.store, log: log, restore: restore, includeDangling: includeDangling,
-		kick: make(chan struct{}, 1), walks: map[string]imageContent{},
+		keeperLoop: newKeeperLoop(log), walks: map[string]imageContent{},
 		remembered: map[string]ctrdRecord{}, deletedAt: map[string]time.Time{}, restoredAt: map[string]time.Time{}, eventLabels: map[string]seqLabels{},
 	}
 	var saved []ctrdRecord
@@ -101,57 +101,10 @@ func newStickyKeeper(st ctrdStore, p *Pinner, restore, includeDangling bool, log
 	return k
 }
 
-// trigger asks the loop for a reconcile soon.
-func (k *stickyKeeper) trigger() {
-	select {
-	case k.kick <- struct{}{}:
-	default:
-	}
-}
-
 // run reconciles at start, on every image event, on trigger and every interval, until ctx ends.
 func (k *stickyKeeper) run(ctx context.Context, interval time.Duration) {
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	wg.Go(func() { k.watch(ctx) })
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	k.trigger()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-k.kick:
-		case <-t.C:
-		}
-		if err := k.reconcile(ctx); err != nil && ctx.Err() == nil {
-			k.log.WithError(err).Warn("sticky pins: cannot bring the lease and the pinned image records in step; retrying at the next event")
-		}
-	}
-}
-
-// watch follows the image events, resubscribing after a break; a resubscription
-// triggers a reconcile, which catches what happened meanwhile.
-func (k *stickyKeeper) watch(ctx context.Context) {
-	wait := 100 * time.Millisecond
-	for ctx.Err() == nil {
-		start := time.Now()
-		err := k.st.ImageEvents(ctx, k.onEvent)
-		if ctx.Err() != nil {
-			return
-		}
-		if time.Since(start) > 10*time.Second {
-			wait = 100 * time.Millisecond
-		}
-		k.log.WithError(err).Debug("sticky pins: image event stream broke; resubscribing")
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(wait):
-		}
-		wait = min(2*wait, 5*time.Second)
-		k.trigger()
-	}
+	k.keeperLoop.run(ctx, interval, func(ctx context.Context) error { return k.st.ImageEvents(ctx, k.onEvent) }, k.reconcile,
+		"sticky pins: cannot bring the lease and the pinned image records in step; retrying at the next event")
 }
 
 // onEvent notes what an event tells about a remembered record and triggers a

@@ -44,13 +44,13 @@ type classicPinned struct {
 // classicKeeper restores preloaded images deleted outside the CRI on the classic
 // image store and reports the other pinned images deleted there.
 type classicKeeper struct {
-	w          ImageWatcher
-	reload     archiveReloader // nil: no preload directory
-	p          *Pinner
-	restore    bool
-	state      stateStore
-	log        logrus.FieldLogger
-	kick       chan struct{}
+	w       ImageWatcher
+	reload  archiveReloader // nil: no preload directory
+	p       *Pinner
+	restore bool
+	state   stateStore
+	log     logrus.FieldLogger
+	keeperLoop
 	checkMu    sync.Mutex
 	mu         sync.Mutex
 	remembered map[string]classicPinned
@@ -80,7 +80,7 @@ type lostImage struct {
 func newClassicKeeper(w ImageWatcher, reload archiveReloader, p *Pinner, restore bool, log logrus.FieldLogger) *classicKeeper {
 	k := &classicKeeper{
 		w: w, reload: reload, p: p, restore: restore, state: p.store, log: log,
-		kick: make(chan struct{}, 1), remembered: map[string]classicPinned{},
+		keeperLoop: newKeeperLoop(log), remembered: map[string]classicPinned{},
 	}
 	var saved []classicPinned
 	if _, err := k.state.load(classicStateName, &saved); err != nil {
@@ -92,58 +92,16 @@ func newClassicKeeper(w ImageWatcher, reload archiveReloader, p *Pinner, restore
 	return k
 }
 
-func (k *classicKeeper) trigger() {
-	select {
-	case k.kick <- struct{}{}:
-	default:
-	}
-}
-
+// run checks at start, on every image removal, on trigger and every interval, until ctx ends.
 func (k *classicKeeper) run(ctx context.Context, interval time.Duration) {
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	wg.Go(func() { k.watch(ctx) })
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	k.trigger()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-k.kick:
-		case <-t.C:
-		}
-		if err := k.check(ctx); err != nil && ctx.Err() == nil {
-			k.log.WithError(err).Warn("sticky pins: cannot check the pinned images; retrying at the next event")
-		}
-	}
-}
-
-func (k *classicKeeper) watch(ctx context.Context) {
-	wait := 100 * time.Millisecond
-	for ctx.Err() == nil {
-		start := time.Now()
-		err := k.w.WatchImageRemovals(ctx, func(at time.Time) {
+	k.keeperLoop.run(ctx, interval, func(ctx context.Context) error {
+		return k.w.WatchImageRemovals(ctx, func(at time.Time) {
 			k.mu.Lock()
 			k.removedAt = at
 			k.mu.Unlock()
 			k.trigger()
 		})
-		if ctx.Err() != nil {
-			return
-		}
-		if time.Since(start) > 10*time.Second {
-			wait = 100 * time.Millisecond
-		}
-		k.log.WithError(err).Debug("sticky pins: image event stream broke; resubscribing")
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(wait):
-		}
-		wait = min(2*wait, 5*time.Second)
-		k.trigger()
-	}
+	}, k.check, "sticky pins: cannot check the pinned images; retrying at the next event")
 }
 
 // check compares the pinned images with the ones known before: each one gone (or

@@ -6,27 +6,6 @@ import (
 	"strings"
 )
 
-// decideQuietly is Evaluate without its bookkeeping (the last evaluation Info shows
-// is kubelet's ListImages, not the keeper's).
-func (p *Pinner) decideQuietly(ctx context.Context, imgs []Image) ([][]Reason, error) {
-	matchers, err := p.matchers(ctx, true)
-	if err != nil {
-		return nil, err
-	}
-	e := p.newEvaluation(ctx, matchers)
-	if err := p.fileErr(e.set); err != nil {
-		return nil, err
-	}
-	if err := p.preloadErr(); err != nil {
-		return nil, err
-	}
-	out := make([][]Reason, len(imgs))
-	for i := range imgs {
-		out[i] = e.decide(&imgs[i])
-	}
-	return out, nil
-}
-
 // preloadTarballs are the files of the preload directory that are in force: those
 // present now (loaded, pending or failed) and those whose references the pins hold.
 func (p *Pinner) preloadTarballs() map[string]bool {

@@ -12,8 +12,14 @@ import (
 func (c *SDKClient) ContainerExits(ctx context.Context) (<-chan string, <-chan error) {
 	opts := events.ListOptions{Filters: filters.NewArgs(
 		filters.Arg("type", string(events.ContainerEventType)), filters.Arg("event", string(events.ActionDie)))}
+	return streamEvents(ctx, c, opts, func(m events.Message) string { return m.Actor.ID })
+}
+
+// streamEvents streams the engine's events that opts select, each converted by conv,
+// until ctx ends or the stream breaks; the error channel then receives why.
+func streamEvents[T any](ctx context.Context, c *SDKClient, opts events.ListOptions, conv func(events.Message) T) (<-chan T, <-chan error) {
 	msgs, errs := c.api.Events(ctx, opts)
-	out := make(chan string)
+	out := make(chan T)
 	outErr := make(chan error, 1)
 	go func() {
 		defer close(out)
@@ -21,7 +27,7 @@ func (c *SDKClient) ContainerExits(ctx context.Context) (<-chan string, <-chan e
 			select {
 			case m := <-msgs:
 				select {
-				case out <- m.Actor.ID:
+				case out <- conv(m):
 				case <-ctx.Done():
 					outErr <- ctx.Err()
 					return

@@ -253,28 +253,9 @@ func (c *SDKClient) ImageEvents(ctx context.Context, since time.Time) (<-chan Im
 	if !since.IsZero() {
 		opts.Since = strconv.FormatInt(since.Unix(), 10) + "." + fmt.Sprintf("%09d", since.Nanosecond())
 	}
-	msgs, errs := c.api.Events(ctx, opts)
-	out := make(chan ImageEvent)
-	outErr := make(chan error, 1)
-	go func() {
-		defer close(out)
-		for {
-			select {
-			case m := <-msgs:
-				ev := ImageEvent{Action: string(m.Action), ID: m.Actor.ID, Name: m.Actor.Attributes["name"], Time: time.Unix(0, m.TimeNano)}
-				select {
-				case out <- ev:
-				case <-ctx.Done():
-					outErr <- ctx.Err()
-					return
-				}
-			case err := <-errs:
-				outErr <- classify("docker events", err)
-				return
-			}
-		}
-	}()
-	return out, outErr
+	return streamEvents(ctx, c, opts, func(m events.Message) ImageEvent {
+		return ImageEvent{Action: string(m.Action), ID: m.Actor.ID, Name: m.Actor.Attributes["name"], Time: time.Unix(0, m.TimeNano)}
+	})
 }
 
 func realRefs(refs []string) []string {
