@@ -10,6 +10,7 @@ import (
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/containernetworking/cni/libcni"
+	"github.com/containernetworking/cni/pkg/types"
 	"github.com/sirupsen/logrus"
 
 	"github.com/dockpin/cri-dockerd/logctx"
@@ -35,15 +36,25 @@ func (m *Manager) SetUp(ctx context.Context, pn PodNetwork) (Result, error) {
 	}
 	log := logctx.For(ctx, m.log).WithFields(logrus.Fields{"sandbox": pn.SandboxID, "pod": pn.Namespace + "/" + pn.Name})
 	lo := m.loopbackConf(pn, pn.NetNS)
-	if _, err := m.cni.AddNetworkList(ctx, m.loopback, lo); err != nil {
-		m.undo(ctx, log, nil, nil, lo)
-		return Result{}, classify(op+": loopback", err)
-	}
 	rt := runtimeConf(pn, pn.NetNS, cidrs)
-	res, err := m.cni.AddNetworkList(ctx, nc.list, rt)
-	if err != nil {
+	// The loopback plugin only touches lo, the network's plugins eth0 and the host:
+	// they are run at once (upstream runs one after the other), the pod waits for the
+	// slower only.
+	var res types.Result
+	loErr, netErr := both(
+		func() error { _, err := m.cni.AddNetworkList(ctx, m.loopback, lo); return err },
+		func() (err error) { res, err = m.cni.AddNetworkList(ctx, nc.list, rt); return err },
+	)
+	if loErr != nil || netErr != nil {
 		m.undo(ctx, log, nc.list, rt, lo)
-		return Result{}, classify(fmt.Sprintf("%s: network %q", op, nc.list.Name), err)
+		var errs []error
+		if loErr != nil {
+			errs = append(errs, classify(op+": loopback", loErr))
+		}
+		if netErr != nil {
+			errs = append(errs, classify(fmt.Sprintf("%s: network %q", op, nc.list.Name), netErr))
+		}
+		return Result{}, errors.Join(errs...)
 	}
 	r, err := toResult(res)
 	if err != nil {
@@ -82,7 +93,6 @@ func (m *Manager) TearDown(ctx context.Context, pn PodNetwork) error {
 	if err := pn.validate(false); err != nil {
 		return err
 	}
-	op := "tear down network of sandbox " + pn.SandboxID
 	log := logctx.For(ctx, m.log).WithFields(logrus.Fields{"sandbox": pn.SandboxID, "pod": pn.Namespace + "/" + pn.Name})
 	netns := pn.NetNS
 	if netns != "" {
@@ -92,9 +102,25 @@ func (m *Manager) TearDown(ctx context.Context, pn PodNetwork) error {
 		}
 	}
 
+	// The pod network and loopback are deleted at once, as they were added.
+	pod, loopback := m.cachedAttachments(log, pn.SandboxID)
+	err, _ := both(
+		func() error { return m.deletePod(ctx, log, pn, netns, pod) },
+		func() error { m.deleteLoopback(ctx, log, pn, netns, loopback); return nil },
+	)
+	if err != nil {
+		return err
+	}
+	log.Info("pod network torn down")
+	return nil
+}
+
+// deletePod deletes the pod network (eth0) of a sandbox as recorded in libcni's cache
+// (pod), else with the current configuration; see TearDown.
+func (m *Manager) deletePod(ctx context.Context, log logrus.FieldLogger, pn PodNetwork, netns string, pod []*libcni.NetworkAttachment) error {
+	op := "tear down network of sandbox " + pn.SandboxID
 	var errs []error
 	done := false
-	pod, loopback := m.cachedAttachments(log, pn.SandboxID)
 	for _, att := range pod {
 		list, err := libcni.NetworkConfFromBytes(att.Config)
 		if err != nil || len(list.Plugins) == 0 {
@@ -127,6 +153,12 @@ func (m *Manager) TearDown(ctx context.Context, pn PodNetwork) error {
 			}
 		}
 	}
+	return errors.Join(errs...)
+}
+
+// deleteLoopback deletes a sandbox's loopback attachments: upstream's as recorded
+// (loopback), then ours. A failure is only logged, as upstream.
+func (m *Manager) deleteLoopback(ctx context.Context, log logrus.FieldLogger, pn PodNetwork, netns string, loopback []*libcni.NetworkAttachment) {
 	// Upstream's loopback attachment (recorded under eth0), then ours (under lo).
 	for _, att := range loopback {
 		list, err := libcni.NetworkConfFromBytes(att.Config)
@@ -141,11 +173,6 @@ func (m *Manager) TearDown(ctx context.Context, pn PodNetwork) error {
 	if err := m.cni.DelNetworkList(ctx, m.loopback, m.loopbackConf(pn, netns)); err != nil {
 		log.WithError(err).Warn("tear down pod loopback")
 	}
-	if len(errs) > 0 {
-		return errors.Join(errs...)
-	}
-	log.Info("pod network torn down")
-	return nil
 }
 
 func (m *Manager) loopbackConf(pn PodNetwork, netns string) *libcni.RuntimeConf {
@@ -174,4 +201,16 @@ func (pn PodNetwork) validate(setUp bool) error {
 		}
 	}
 	return nil
+}
+
+// both runs a and b at once and returns their errors.
+func both(a, b func() error) (errA, errB error) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		errB = b()
+	}()
+	errA = a()
+	<-done
+	return errA, errB
 }

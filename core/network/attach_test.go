@@ -76,23 +76,23 @@ func TestSetUpAndTearDown(t *testing.T) {
 
 	calls := e.calls(t)
 	assert.DeepEqual(t, summary(calls), []string{
-		"loopback ADD lo", "bridge ADD eth0", "portmap ADD eth0", "bandwidth ADD eth0",
+		"bridge ADD eth0", "portmap ADD eth0", "bandwidth ADD eth0", "loopback ADD lo",
 	})
 	for _, c := range calls {
 		assert.Check(t, is.Equal(c.NetNS, pn.NetNS))
 		assert.Check(t, is.Equal(c.Args,
 			"IgnoreUnknown=1;K8S_POD_NAMESPACE=default;K8S_POD_NAME=web;K8S_POD_INFRA_CONTAINER_ID=sandbox1;K8S_POD_UID=uid-1"))
 	}
-	assert.Check(t, is.Equal(calls[0].Stdin["name"], "cni-loopback"))
-	assert.Check(t, is.Equal(runtimeConfig(t, calls[0]), ""))
-	assert.Check(t, is.Equal(runtimeConfig(t, calls[1]), "")) // bridge declares no capabilities
-	assert.Check(t, is.Equal(runtimeConfig(t, calls[2]),
+	assert.Check(t, is.Equal(calls[3].Stdin["name"], "cni-loopback"))
+	assert.Check(t, is.Equal(runtimeConfig(t, calls[3]), ""))
+	assert.Check(t, is.Equal(runtimeConfig(t, calls[0]), "")) // bridge declares no capabilities
+	assert.Check(t, is.Equal(runtimeConfig(t, calls[1]),
 		`{"portMappings":[{"containerPort":80,"hostPort":8080,"protocol":"tcp"},`+
 			`{"containerPort":53,"hostIP":"127.0.0.1","hostPort":5353,"protocol":"udp"},`+
 			`{"containerPort":9000,"hostPort":9000,"protocol":"tcp"}]}`))
-	assert.Check(t, is.Equal(runtimeConfig(t, calls[3]),
+	assert.Check(t, is.Equal(runtimeConfig(t, calls[2]),
 		`{"bandwidth":{"ingressBurst":2147483647,"ingressRate":10000000}}`))
-	_, chained := calls[2].Stdin["prevResult"]
+	_, chained := calls[1].Stdin["prevResult"]
 	assert.Check(t, chained, "portmap gets the bridge's result")
 
 	// The status comes from libcni's cache, also for a new Manager (a restarted shim).
@@ -203,8 +203,8 @@ func TestSetUpFailure(t *testing.T) {
 			kind:   cerrdefs.IsUnavailable,
 			msg:    `set up network of sandbox sb: network "testnet": plugin type="portmap" failed (add): iptables is locked`,
 			wantDels: []string{
-				"loopback ADD lo", "bridge ADD eth0", "portmap ADD eth0",
-				"bandwidth DEL eth0", "portmap DEL eth0", "bridge DEL eth0", "loopback DEL lo",
+				"bridge ADD eth0", "portmap ADD eth0",
+				"bandwidth DEL eth0", "portmap DEL eth0", "bridge DEL eth0", "loopback ADD lo", "loopback DEL lo",
 			},
 		},
 		{
@@ -214,8 +214,8 @@ func TestSetUpFailure(t *testing.T) {
 			kind:   cerrdefs.IsFailedPrecondition,
 			msg:    `plugin type="bridge" failed (add): bad subnet; 10.22.0.0/33`,
 			wantDels: []string{
-				"loopback ADD lo", "bridge ADD eth0",
-				"bandwidth DEL eth0", "portmap DEL eth0", "bridge DEL eth0", "loopback DEL lo",
+				"bridge ADD eth0",
+				"bandwidth DEL eth0", "portmap DEL eth0", "bridge DEL eth0", "loopback ADD lo", "loopback DEL lo",
 			},
 		},
 		{
@@ -238,8 +238,10 @@ func TestSetUpFailure(t *testing.T) {
 			output: `{"cniVersion":"0.3.1","code":999,"msg":"lo is down"}`,
 			kind:   cerrdefs.IsUnknown,
 			msg:    "set up network of sandbox sb: loopback: plugin type=\"loopback\" failed (add): lo is down",
+			// The pod network was set up at the same time: it is taken down too.
 			wantDels: []string{
-				"loopback ADD lo", "loopback DEL lo",
+				"bridge ADD eth0", "portmap ADD eth0", "bandwidth ADD eth0",
+				"bandwidth DEL eth0", "portmap DEL eth0", "bridge DEL eth0", "loopback ADD lo", "loopback DEL lo",
 			},
 		},
 	}
@@ -345,10 +347,10 @@ func TestSetUpPassesPodCIDRAndInjectedSettings(t *testing.T) {
 	assert.NilError(t, err)
 	calls := e.calls(t)
 	assert.Equal(t, len(calls), 2)
-	assert.Check(t, is.Equal(runtimeConfig(t, calls[1]),
+	assert.Check(t, is.Equal(runtimeConfig(t, calls[0]),
 		`{"ipRanges":[[{"subnet":"10.244.1.0/24"}],[{"subnet":"fd00:244::/64"}]]}`))
-	assert.Check(t, is.Equal(calls[1].Stdin["mtu"], float64(1400)))
-	assert.Check(t, is.Equal(calls[1].Stdin["hairpinMode"], true))
+	assert.Check(t, is.Equal(calls[0].Stdin["mtu"], float64(1400)))
+	assert.Check(t, is.Equal(calls[0].Stdin["hairpinMode"], true))
 }
 
 func TestPluginRunsAreRequestPhases(t *testing.T) {

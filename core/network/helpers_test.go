@@ -14,7 +14,8 @@ import (
 )
 
 // fakePluginScript is a CNI plugin for tests: it appends one line per call to calls.log
-// beside itself (plugin type, CNI_COMMAND, CNI_IFNAME, CNI_NETNS, CNI_ARGS, stdin),
+// beside itself (plugin type, CNI_COMMAND, CNI_IFNAME, CNI_NETNS, CNI_ARGS, stdin), the
+// loopback plugin to calls-lo.log (it runs at once with the pod network's plugins),
 // answers VERSION, fails a command when a file fail-<type>-<command> exists (printing its
 // content), and answers ADD with a fixed result: for loopback 127.0.0.1 on lo; for any
 // other type an IPv6 and an IPv4 address on eth0 in the sandbox and one on a host bridge.
@@ -22,7 +23,9 @@ const fakePluginScript = `#!/bin/sh
 dir=$(dirname "$0")
 type=$(basename "$0")
 input=$(cat)
-printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$type" "$CNI_COMMAND" "$CNI_IFNAME" "$CNI_NETNS" "$CNI_ARGS" "$input" >>"$dir/calls.log"
+log=calls.log
+[ "$type" != loopback ] || log=calls-lo.log
+printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$type" "$CNI_COMMAND" "$CNI_IFNAME" "$CNI_NETNS" "$CNI_ARGS" "$input" >>"$dir/$log"
 if [ "$CNI_COMMAND" = VERSION ]; then
   echo '{"cniVersion":"1.0.0","supportedVersions":["0.1.0","0.2.0","0.3.0","0.3.1","0.4.0","1.0.0"]}'
   exit 0
@@ -128,10 +131,20 @@ type call struct {
 	Stdin                              map[string]any
 }
 
-// calls returns the recorded plugin calls, VERSION calls left out.
+// calls returns the recorded plugin calls, VERSION calls left out: the pod network's
+// plugins' in their order, then the loopback plugin's (the two run at once).
 func (e *fakeEnv) calls(t *testing.T) []call {
 	t.Helper()
-	f, err := os.Open(filepath.Join(e.binDir, "calls.log"))
+	var out []call
+	for _, name := range []string{"calls.log", "calls-lo.log"} {
+		out = append(out, readCalls(t, filepath.Join(e.binDir, name))...)
+	}
+	return out
+}
+
+func readCalls(t *testing.T, path string) []call {
+	t.Helper()
+	f, err := os.Open(path)
 	if os.IsNotExist(err) {
 		return nil
 	}
@@ -156,9 +169,10 @@ func (e *fakeEnv) calls(t *testing.T) []call {
 
 func (e *fakeEnv) resetCalls(t *testing.T) {
 	t.Helper()
-	err := os.Remove(filepath.Join(e.binDir, "calls.log"))
-	if err != nil && !os.IsNotExist(err) {
-		t.Fatal(err)
+	for _, name := range []string{"calls.log", "calls-lo.log"} {
+		if err := os.Remove(filepath.Join(e.binDir, name)); err != nil && !os.IsNotExist(err) {
+			t.Fatal(err)
+		}
 	}
 }
 
