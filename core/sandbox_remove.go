@@ -12,9 +12,10 @@ import (
 )
 
 // RemovePodSandbox removes a sandbox, its containers, its network (in case it was
-// never stopped) and its checkpoint. Removing an unknown sandbox succeeds. A sandbox
-// whose network this process tore down, with nothing attached since, is removed
-// without being inspected first (kubelet removes what it stopped).
+// never stopped) and its checkpoint. Removing an unknown sandbox succeeds, after
+// removing any container still labelled with its ID. A sandbox whose network this
+// process tore down, with nothing attached since, is removed without being inspected
+// first (kubelet removes what it stopped).
 func (s *Service) RemovePodSandbox(ctx context.Context, req *runtimeapi.RemovePodSandboxRequest) (*runtimeapi.RemovePodSandboxResponse, error) {
 	id := req.GetPodSandboxId()
 	if s.networkReleased(id) {
@@ -27,6 +28,11 @@ func (s *Service) RemovePodSandbox(ctx context.Context, req *runtimeapi.RemovePo
 			return nil, err
 		}
 		if id != "" {
+			// Containers a removal that failed half-way left (see removeSandboxAtOnce),
+			// or whose sandbox was removed behind our back.
+			if err := s.removeContainersOf(ctx, id); err != nil {
+				return nil, err
+			}
 			if err := ignoreInvalid(s.deps.Checkpoints.Remove(id)); err != nil {
 				return nil, err
 			}
@@ -40,22 +46,15 @@ func (s *Service) RemovePodSandbox(ctx context.Context, req *runtimeapi.RemovePo
 }
 
 // removeSandbox removes the containers of sandbox id, all at once, then (with sb, its
-// details) its network, then the sandbox and its checkpoint.
+// details) its network, then the sandbox and its checkpoint. A sandbox whose network is
+// released already (sb nil) has nothing left that needs this order: its containers,
+// its pause container and its checkpoint are removed at once (upstream does one after
+// the other); see removeSandboxAtOnce.
 func (s *Service) removeSandbox(ctx context.Context, id string, sb *docker.ContainerDetails) (*runtimeapi.RemovePodSandboxResponse, error) {
-	cs, err := s.docker.ListContainers(ctx, docker.ContainerFilter{Labels: map[string]string{labelSandboxID: id}})
-	if err != nil {
-		return nil, fmt.Errorf("list containers of pod sandbox %s: %w", id, err)
+	if sb == nil && s.nri == nil {
+		return s.removeSandboxAtOnce(ctx, id)
 	}
-	removals := make([]func() error, 0, len(cs))
-	for _, c := range cs {
-		removals = append(removals, func() error {
-			if err := s.removeContainer(ctx, c.ID); err != nil {
-				return fmt.Errorf("remove container %s of pod sandbox %s: %w", c.ID, id, err)
-			}
-			return nil
-		})
-	}
-	if err := concurrently(removals...); err != nil {
+	if err := s.removeContainersOf(ctx, id); err != nil {
 		return nil, err
 	}
 	if sb != nil {
@@ -80,8 +79,8 @@ func (s *Service) removeSandbox(ctx context.Context, id string, sb *docker.Conta
 		}
 		s.relayPodStop(ctx, pod)
 	}
-	if err := ignoreNotFound(s.docker.RemoveContainer(ctx, id)); err != nil {
-		return nil, fmt.Errorf("remove pod sandbox %s: %w", id, err)
+	if err := s.removeSandboxContainer(ctx, id); err != nil {
+		return nil, err
 	}
 	if s.nri != nil {
 		if err := s.nri.RemovePodSandbox(ctx, pod); err != nil {
@@ -89,12 +88,71 @@ func (s *Service) removeSandbox(ctx context.Context, id string, sb *docker.Conta
 		}
 		s.forgetRelayed(podStopKey(id))
 	}
-	if err := timed(ctx, "checkpoint.remove", func() error { return s.deps.Checkpoints.Remove(id) }); err != nil {
+	return s.sandboxRemoved(ctx, id)
+}
+
+// removeSandboxAtOnce removes a sandbox whose network is released: its containers, its
+// pause container and its checkpoint, all at once. The order upstream keeps buys
+// nothing here: the engine removes a pause container whose namespaces stopped or
+// running containers joined (a running one keeps them alive until it is removed too),
+// and the checkpoint matters only for a network that is gone. If a container's removal
+// fails after the pause container's succeeded, kubelet's retry finds the sandbox gone
+// and removes the containers left by their sandbox label (RemovePodSandbox).
+func (s *Service) removeSandboxAtOnce(ctx context.Context, id string) (*runtimeapi.RemovePodSandboxResponse, error) {
+	err := concurrently(
+		func() error { return s.removeContainersOf(ctx, id) },
+		func() error { return s.removeSandboxContainer(ctx, id) },
+		func() error { return s.removeCheckpoint(ctx, id) },
+	)
+	if err != nil {
 		return nil, err
 	}
+	return s.removed(ctx, id), nil
+}
+
+// removeContainersOf removes the containers of sandbox id (by its label), all at once.
+func (s *Service) removeContainersOf(ctx context.Context, id string) error {
+	cs, err := s.docker.ListContainers(ctx, docker.ContainerFilter{Labels: map[string]string{labelSandboxID: id}})
+	if err != nil {
+		return fmt.Errorf("list containers of pod sandbox %s: %w", id, err)
+	}
+	removals := make([]func() error, 0, len(cs))
+	for _, c := range cs {
+		removals = append(removals, func() error {
+			if err := s.removeContainer(ctx, c.ID); err != nil {
+				return fmt.Errorf("remove container %s of pod sandbox %s: %w", c.ID, id, err)
+			}
+			return nil
+		})
+	}
+	return concurrently(removals...)
+}
+
+// removeSandboxContainer removes the pause container of sandbox id (gone: done).
+func (s *Service) removeSandboxContainer(ctx context.Context, id string) error {
+	if err := ignoreNotFound(s.docker.RemoveContainer(ctx, id)); err != nil {
+		return fmt.Errorf("remove pod sandbox %s: %w", id, err)
+	}
+	return nil
+}
+
+// sandboxRemoved removes the checkpoint of sandbox id, whose containers are gone.
+func (s *Service) sandboxRemoved(ctx context.Context, id string) (*runtimeapi.RemovePodSandboxResponse, error) {
+	if err := s.removeCheckpoint(ctx, id); err != nil {
+		return nil, err
+	}
+	return s.removed(ctx, id), nil
+}
+
+func (s *Service) removeCheckpoint(ctx context.Context, id string) error {
+	return timed(ctx, "checkpoint.remove", func() error { return s.deps.Checkpoints.Remove(id) })
+}
+
+// removed forgets sandbox id, which is gone with its checkpoint.
+func (s *Service) removed(ctx context.Context, id string) *runtimeapi.RemovePodSandboxResponse {
 	s.tornDown.forget(id)
 	s.logger(ctx).WithField("sandbox", id).Info("pod sandbox removed")
-	return &runtimeapi.RemovePodSandboxResponse{}, nil
+	return &runtimeapi.RemovePodSandboxResponse{}
 }
 
 // ignoreInvalid returns nil for InvalidArgument errors (an id that cannot name a

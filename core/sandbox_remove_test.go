@@ -146,3 +146,41 @@ func TestRemovePodSandboxEngineErrors(t *testing.T) {
 	assert.NilError(t, removeSandbox(env, sbID))
 	assert.Check(t, is.Len(env.engine.ContainerIDs(), 0))
 }
+
+// A stopped sandbox's containers, pause container and checkpoint are removed at once:
+// a container whose removal fails is removed by the retry, also by a restarted process
+// (which knows nothing of the stop, and finds the sandbox gone).
+func TestRemovePodSandboxAtOnceRetry(t *testing.T) {
+	for _, tc := range []struct {
+		fault   string
+		restart bool
+	}{{"RemoveContainer", false}, {"RemoveContainer", true}, {"ListContainers", false}} {
+		fault := tc.fault
+		t.Run(fmt.Sprintf("%s restart=%v", fault, tc.restart), func(t *testing.T) {
+			env := newRTEnv(t)
+			sbID, cfg := env.webSandbox(t)
+			app := env.runContainer(t, sbID, cfg, "app")
+			assert.NilError(t, stopSandbox(env, sbID))
+			if fault == "RemoveContainer" {
+				env.engine.InjectContainerError(fault, app, fmt.Errorf("device busy: %w", cerrdefs.ErrUnavailable))
+			} else {
+				env.engine.InjectError(fault, fmt.Errorf("engine busy: %w", cerrdefs.ErrUnavailable))
+			}
+			err := removeSandbox(env, sbID)
+			assert.Check(t, cerrdefs.IsUnavailable(err), "got %v", err)
+			assert.Check(t, slices.Contains(env.engine.ContainerIDs(), app), "the container whose removal failed is left")
+			env.engine.InjectContainerError(fault, app, nil)
+			env.engine.InjectError(fault, nil)
+			if tc.restart {
+				assert.Check(t, !slices.Contains(env.engine.ContainerIDs(), sbID), "the pause container went at once")
+				env.svc = New(env.svc.cfg, env.svc.deps)
+			}
+
+			assert.NilError(t, removeSandbox(env, sbID))
+			assert.Check(t, is.Len(env.engine.ContainerIDs(), 0))
+			_, ok := env.checkpointFile(t, sbID)
+			assert.Check(t, !ok, "checkpoint left")
+			assert.Check(t, is.Len(env.net.TearDowns(), 1), "torn down once, by the stop")
+		})
+	}
+}
