@@ -39,6 +39,12 @@ func (s *Service) CreateContainer(ctx context.Context, req *runtimeapi.CreateCon
 		return nil, err
 	}
 	spec.Runtime = sb.Runtime // the pod's runtime handler
+	if info, err := s.engineInfo(ctx); err == nil && runcShim(info, spec.Runtime) {
+		// One shim process serves the pod, as under containerd's CRI: the runc shim
+		// runs a container whose OCI spec names a sandbox in this annotation from that
+		// sandbox's shim instead of starting one of its own.
+		spec.Annotations = map[string]string{annotationShimGroup: sb.ID}
+	}
 	if dir, p := sbCfg.GetLogDirectory(), cfg.GetLogPath(); dir != "" && p != "" && s.deps.Logs != nil {
 		spec.LogConfig = s.engineLogConfig(ctx)
 	}
@@ -187,4 +193,15 @@ func (s *Service) containerSpec(ctx context.Context, sandboxID string, cfg *runt
 		}
 	}
 	return spec, nil
+}
+
+// runcShim tells whether containers of runtime ("" = the engine's default) run under
+// containerd's runc shim, which groups containers by annotationShimGroup. Other
+// runtimes' shims may read the annotation otherwise (gVisor's and Kata's build pods
+// with it), so they do not get it.
+func runcShim(info docker.Info, runtime string) bool {
+	if runtime == "" {
+		runtime = info.DefaultRuntime
+	}
+	return runtime == "runc" || runtime == "io.containerd.runc.v2"
 }

@@ -74,6 +74,8 @@ func TestCreateContainerSpec(t *testing.T) {
 			"io.kubernetes.sandbox.id":        sbID,
 			"io.kubernetes.container.logpath": "/var/log/pods/default_web_web-uid/app/2.log",
 		},
+		// The engine's default runtime is runc: one shim for the pod.
+		Annotations:    map[string]string{"io.kubernetes.cri.sandbox-id": sbID},
 		Entrypoint:     []string{"/bin/sh"},
 		Cmd:            []string{"-c", "sleep 1000"},
 		Env:            []string{"A=1", "B=x=y", "EMPTY="},
@@ -383,4 +385,35 @@ func TestCreateContainerFollowsItsPod(t *testing.T) {
 	spec = env.spec(t, env.createContainer(t, sbID, sbCfg, rtContainerConfig("app")))
 	assert.Equal(t, spec.UTSMode, "")
 	assert.Equal(t, spec.Runtime, "")
+}
+
+// A container under the runc shim names its sandbox for the shim to serve it from the
+// pod's shim process; under another runtime's shim it does not.
+func TestCreateContainerShimGroup(t *testing.T) {
+	for _, tc := range []struct {
+		name, defaultRuntime, handler string
+		grouped                       bool
+	}{
+		{name: "engine default runc", defaultRuntime: "runc", grouped: true},
+		{name: "handler runc v2", defaultRuntime: "runsc", handler: "io.containerd.runc.v2", grouped: true},
+		{name: "engine default runsc", defaultRuntime: "runsc"},
+		{name: "handler kata", defaultRuntime: "runc", handler: "kata"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := newRTEnv(t)
+			env.engine.SetInfo(docker.Info{
+				Driver: "overlay2", DockerRootDir: env.dockerRoot, CgroupDriver: "systemd",
+				Runtimes: []string{"io.containerd.runc.v2", "runc", "runsc", "kata"}, DefaultRuntime: tc.defaultRuntime,
+			})
+			sbCfg := rtSandboxConfig("web")
+			sbID := env.runSandboxWithHandler(t, sbCfg, tc.handler)
+			spec := env.spec(t, env.createContainer(t, sbID, sbCfg, rtContainerConfig("app")))
+			if tc.grouped {
+				assert.DeepEqual(t, spec.Annotations, map[string]string{"io.kubernetes.cri.sandbox-id": sbID})
+			} else {
+				assert.Check(t, is.Len(spec.Annotations, 0))
+			}
+			assert.Check(t, is.Len(env.spec(t, sbID).Annotations, 0), "the pause container starts the pod's shim")
+		})
+	}
 }

@@ -20,6 +20,11 @@ const (
 	labelPodUID       = "io.kubernetes.pod.uid"
 )
 
+// annotationShimGroup is the OCI annotation by which containerd's runc shim serves
+// containers of one pod from one shim process (containerd's CRI sets it; the shim
+// knows it as the CRI sandbox ID).
+const annotationShimGroup = "io.kubernetes.cri.sandbox-id"
+
 // labelSubPathCheck marks the short-lived, never started container that checks an image
 // volume's image_sub_path (checkImageSubPath); its value is the mount's target. It is
 // ours, not upstream's: no CRI listing shows such a container.

@@ -93,6 +93,9 @@ type ContainerSpec struct {
 	Name   string
 	Image  string
 	Labels map[string]string
+	// Annotations go into the container's OCI spec, for the runtime (engine API 1.43 or
+	// later; older engines get none).
+	Annotations map[string]string
 	// Entrypoint and Cmd override the image's when non-nil.
 	Entrypoint []string
 	Cmd        []string

@@ -24,6 +24,9 @@ func (c *SDKClient) CreateContainer(ctx context.Context, spec ContainerSpec) (st
 		hostCfg.Binds, hostCfg.Mounts = sdkBindsAndMounts(spec.Mounts, selinuxEnabled())
 	}
 	hostCfg.Mounts = append(hostCfg.Mounts, sdkImageMounts(spec.ImageMounts)...)
+	if len(spec.Annotations) > 0 && !versions.LessThan(c.api.ClientVersion(), "1.43") {
+		hostCfg.Annotations = spec.Annotations // OCI annotations, since API 1.43 (Docker 24)
+	}
 	resp, err := c.api.ContainerCreate(ctx, cfg, hostCfg, nil, nil, spec.Name)
 	if err != nil {
 		if cerrdefs.IsConflict(err) {
