@@ -72,6 +72,7 @@ func (s *Service) CreateContainer(ctx context.Context, req *runtimeapi.CreateCon
 			s.logger(ctx).WithError(err).WithField("container", id).Warn("NRI PostCreateContainer failed")
 		}
 	}
+	s.created.add(id)
 	s.logger(ctx).WithField("container", id).WithField("name", spec.Name).Info("container created")
 	return &runtimeapi.CreateContainerResponse{ContainerId: id}, nil
 }

@@ -11,17 +11,22 @@ import (
 // RemoveContainer removes a container (forcibly when running). Removing an unknown
 // container succeeds, as the CRI asks. Its CRI log file stays for kubelet to clean.
 func (s *Service) RemoveContainer(ctx context.Context, req *runtimeapi.RemoveContainerRequest) (*runtimeapi.RemoveContainerResponse, error) {
-	c, err := s.containerInspect(ctx, req.GetContainerId())
-	if cerrdefs.IsNotFound(err) {
-		return &runtimeapi.RemoveContainerResponse{}, nil
+	id := req.GetContainerId()
+	// One of ours for sure (see Service.created) is removed without an inspect.
+	if !s.created.has(id) {
+		c, err := s.containerInspect(ctx, id)
+		if cerrdefs.IsNotFound(err) {
+			return &runtimeapi.RemoveContainerResponse{}, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		id = c.ID
 	}
-	if err != nil {
+	if err := s.removeContainer(ctx, id); err != nil {
 		return nil, err
 	}
-	if err := s.removeContainer(ctx, c.ID); err != nil {
-		return nil, err
-	}
-	s.logger(ctx).WithField("container", c.ID).Info("container removed")
+	s.logger(ctx).WithField("container", id).Info("container removed")
 	return &runtimeapi.RemoveContainerResponse{}, nil
 }
 
@@ -52,5 +57,6 @@ func (s *Service) removeContainer(ctx context.Context, id string) (rerr error) {
 	if s.deps.Logs != nil {
 		s.deps.Logs.Forget(id)
 	}
+	s.created.forget(id)
 	return nil
 }

@@ -53,11 +53,38 @@ func TestStopContainerEngineError(t *testing.T) {
 	env := newRTEnv(t)
 	sbID, sbCfg := env.webSandbox(t)
 	cid := env.runContainer(t, sbID, sbCfg, "app")
-	for _, method := range []string{"InspectContainer", "StopContainer"} {
-		env.engine.InjectError(method, cerrdefs.ErrUnavailable)
-		err := stopContainer(env, cid, 1)
-		assert.Check(t, cerrdefs.IsUnavailable(err), "%s: got %v", method, err)
-		env.engine.InjectError(method, nil)
+	// One this process created is stopped without an inspect; a restarted process
+	// inspects it first.
+	for _, restart := range []bool{false, true} {
+		if restart {
+			env.svc = New(env.svc.cfg, env.svc.deps)
+		}
+		for _, method := range []string{"InspectContainer", "StopContainer"} {
+			env.engine.InjectError(method, cerrdefs.ErrUnavailable)
+			err := stopContainer(env, cid, 1)
+			if method == "InspectContainer" && !restart {
+				assert.Check(t, err == nil, "%s: got %v", method, err)
+				assert.NilError(t, env.engine.StartContainer(context.Background(), cid))
+			} else {
+				assert.Check(t, cerrdefs.IsUnavailable(err), "%s (restart %v): got %v", method, restart, err)
+			}
+			env.engine.InjectError(method, nil)
+		}
 	}
 	assert.Equal(t, env.inspect(t, cid).State, docker.StateRunning)
+}
+
+// A container removed behind our back: stopping and removing the ID this process
+// created succeed without an engine inspect, as for any unknown container.
+func TestStopRemoveContainerGoneBehindOurBack(t *testing.T) {
+	env := newRTEnv(t)
+	sbID, sbCfg := env.webSandbox(t)
+	cid := env.runContainer(t, sbID, sbCfg, "app")
+	assert.NilError(t, env.engine.RemoveContainer(context.Background(), cid))
+	env.engine.InjectError("InspectContainer", cerrdefs.ErrUnavailable)
+	assert.NilError(t, stopContainer(env, cid, 1))
+	_, err := env.svc.RemoveContainer(context.Background(), &runtimeapi.RemoveContainerRequest{ContainerId: cid})
+	assert.NilError(t, err)
+	env.engine.InjectError("InspectContainer", nil)
+	assert.Check(t, !env.svc.created.has(cid), "a removed container is forgotten")
 }

@@ -5,7 +5,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
@@ -140,37 +139,4 @@ func (s *Service) networkIPs(ctx context.Context, id string) ([]string, error) {
 // nothing is attached to it since.
 func (s *Service) networkReleased(id string) bool {
 	return s.deps.Network != nil && s.tornDown.has(id) && !s.deps.Network.Attached(id)
-}
-
-// tornDown remembers the sandboxes whose network this process tore down. Once such a
-// sandbox's pause container is stopped too, another teardown (RemovePodSandbox after
-// StopPodSandbox, StopPodSandbox again) has nothing left to release unless an
-// attachment was recorded again since, and is skipped: a DEL runs every plugin of the
-// network. After a restart nothing is remembered, and every teardown runs in full.
-type tornDown struct {
-	mu  sync.Mutex
-	ids map[string]struct{}
-}
-
-func (t *tornDown) add(id string) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.ids == nil {
-		t.ids = map[string]struct{}{}
-	}
-	t.ids[id] = struct{}{}
-}
-
-func (t *tornDown) has(id string) bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	_, ok := t.ids[id]
-	return ok
-}
-
-// forget drops a removed sandbox.
-func (t *tornDown) forget(id string) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	delete(t.ids, id)
 }

@@ -136,8 +136,20 @@ type Service struct {
 	deps   Deps
 	log    logrus.FieldLogger
 	info   *infoCache // the engine's /info, reused briefly (engineInfo)
-	// tornDown are the sandboxes whose network this process tore down.
-	tornDown *tornDown
+	// tornDown are the sandboxes whose network this process tore down. Once such a
+	// sandbox's pause container is stopped too, another teardown (RemovePodSandbox
+	// after StopPodSandbox, StopPodSandbox again) has nothing left to release unless
+	// an attachment was recorded again since, and is skipped: a DEL runs every plugin
+	// of the network. After a restart nothing is remembered, and every teardown runs
+	// in full.
+	tornDown *idSet
+	// created are the Kubernetes containers (not sandboxes) this process created, by
+	// full ID. An engine ID names one container for good, so StopContainer and
+	// RemoveContainer of such an ID skip the inspect that tells what it names (one
+	// engine round trip; upstream's StopContainer makes none). A container removed
+	// behind our back then answers NotFound to the stop or removal: success, as the
+	// CRI asks.
+	created *idSet
 	// nri is deps.NRI (nil: off); nriState what relaying to it remembers.
 	nri      NRI
 	nriState *nriState
@@ -145,7 +157,7 @@ type Service struct {
 
 // New returns a Service with the settings cfg over the parts deps.
 func New(cfg Config, deps Deps) *Service {
-	return &Service{docker: deps.Docker, pins: deps.Pins, cfg: cfg, deps: deps, log: logctx.OrDiscard(deps.Log), info: &infoCache{}, tornDown: &tornDown{},
+	return &Service{docker: deps.Docker, pins: deps.Pins, cfg: cfg, deps: deps, log: logctx.OrDiscard(deps.Log), info: &infoCache{}, tornDown: &idSet{}, created: &idSet{},
 		nri: deps.NRI, nriState: newNRIState()}
 }
 
