@@ -69,6 +69,18 @@ table() {
       "| \($op) | \($o.n) | \(cell($u)) |\(if $b then " \(cell(stats($base; $op))) |" else "" end) \(cell($o)) | \(($o.med / $u.med) * 100 | round / 100)x |")'
 }
 
+# usage STORE — each binary's CPU time per critest run (its whole life: start, the benchmarks, the "from
+# scratch" runs) and peak RSS, from hack/critest.sh's cri-usage.json.
+usage() {
+  local store=$1 who files
+  for who in upstream baseline ours; do
+    files=("$BENCH_OUT/$store/$who"-*/cri-usage.json)
+    [[ -e ${files[0]} ]] || continue
+    jq -rs --arg who "$who" 'def med: sort | .[(length - 1) / 2 | floor];
+      "\($who): cri-dockerd CPU \([.[].cpu_s] | med) s per run (median of \(length)), peak RSS \([.[].rss_peak_kib] | max / 1024 | . * 10 | round / 10) MiB"' "${files[@]}"
+  done
+}
+
 # run_one STORE WHO BIN I — one critest run; a failed one is retried once (a run elsewhere that does not
 # take the lock may have taken the shared CNI bridge away under it).
 run_one() {
@@ -128,6 +140,7 @@ main() {
   for store in $STORES; do
     echo
     table "$store"
+    usage "$store"
   done
   log "bench-lifecycle: ${BENCH_RUNS} runs of each binary per store in $((SECONDS - start - waited))s under the lock"
 }
@@ -137,7 +150,7 @@ case ${1:-} in
   table) # the tables of the last run's data: hack/bench-lifecycle.sh table [STORE...]
     shift
     if (($# == 0)); then read -ra stores <<<"$STORES" && set -- "${stores[@]}"; fi
-    for s in "$@"; do table "$s"; done
+    for s in "$@"; do table "$s" && usage "$s"; done
     ;;
   *) sed -n '2,12p' "${BASH_SOURCE[0]}" | cut -c3- >&2; exit 2 ;;
 esac

@@ -135,6 +135,17 @@ leaks() {
   ((ips + veths + pods == 0))
 }
 
+# proc_usage PID — the CPU time (user + system, seconds) and peak RSS (KiB) of process PID so far, as JSON.
+proc_usage() {
+  local stat ticks f
+  stat=$(<"/proc/$1/stat") || return 1
+  ticks=$(getconf CLK_TCK)
+  # Fields after the command (which may hold spaces): utime and stime are the 12th and 13th.
+  read -r -a f <<<"${stat##*) }"
+  jq -n --argjson cpu "$(((f[11] + f[12]) * 1000 / ticks))" --argjson rss "$(awk '/^VmHWM:/ {print $2}' "/proc/$1/status")" \
+    '{cpu_s: ($cpu / 1000), rss_peak_kib: $rss}'
+}
+
 # bench_summary DIR — median, p90 and max per operation of critest's *_benchmark_data.json files.
 bench_summary() {
   local f
@@ -228,6 +239,7 @@ all() {
       CRITEST_FOCUS='' run "unix://$dir/cri-dockerd.sock" "${bench[@]}" -ginkgo.skip="$BENCH_NOT_SCRATCH" \
         -ginkgo.json-report="$res/report-scratch-$i.json" >/dev/null || rc=$?
     done
+    proc_usage "$(<"$(cri_pidfile)")" >"$res/cri-usage.json" || true
     bench_summary "$res"
   else
     local nri=()
