@@ -56,25 +56,11 @@ func (s *Service) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandb
 		errs = append(errs, ignoreNotFound(s.docker.RemoveContainer(cctx, id)), s.deps.Checkpoints.Remove(id))
 		return joinErrs(errs...)
 	}
-	// The checkpoint is written while the engine starts the pause container (upstream
-	// writes it first): what it is for, the port mappings to tear down and the sandbox
-	// listed once its container is gone, comes with the network, set up below.
-	err = concurrently(
-		func() error {
-			if err := timed(ctx, "checkpoint.write", func() error { return s.deps.Checkpoints.Write(id, sandboxCheckpoint(cfg)) }); err != nil {
-				return fmt.Errorf("checkpoint pod sandbox %s: %w", id, err)
-			}
-			return nil
-		},
-		func() error {
-			if err := s.docker.StartContainer(ctx, id); err != nil {
-				return fmt.Errorf("start pod sandbox %s: %w", id, err)
-			}
-			return nil
-		},
-	)
-	if err != nil {
-		return nil, undo(err)
+	if err := timed(ctx, "checkpoint.write", func() error { return s.deps.Checkpoints.Write(id, sandboxCheckpoint(cfg)) }); err != nil {
+		return nil, undo(fmt.Errorf("checkpoint pod sandbox %s: %w", id, err))
+	}
+	if err := s.docker.StartContainer(ctx, id); err != nil {
+		return nil, undo(fmt.Errorf("start pod sandbox %s: %w", id, err))
 	}
 	info, err := s.docker.InspectContainer(ctx, id)
 	if err != nil {
