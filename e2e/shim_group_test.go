@@ -34,11 +34,7 @@ func pauseContainer(name string) *runtimeapi.ContainerConfig {
 // shimOf returns the PID of the containerd shim whose child is container id's process.
 func shimOf(t *testing.T, id string) int {
 	t.Helper()
-	pid := docker(t, "inspect", "--format", "{{.State.Pid}}", id)
-	assert.Assert(t, pid != "0", "container %s is not running", id)
-	b, err := os.ReadFile(filepath.Join("/proc", pid, "status"))
-	assert.NilError(t, err)
-	for line := range strings.SplitSeq(string(b), "\n") {
+	for line := range strings.SplitSeq(containerProc(t, id, "status"), "\n") {
 		if v, ok := strings.CutPrefix(line, "PPid:"); ok {
 			ppid, err := strconv.Atoi(strings.TrimSpace(v))
 			assert.NilError(t, err)
@@ -48,7 +44,7 @@ func shimOf(t *testing.T, id string) int {
 			return ppid
 		}
 	}
-	t.Fatalf("no PPid in /proc/%s/status", pid)
+	t.Fatalf("container %s: no PPid in its /proc status", id)
 	return 0
 }
 
