@@ -19,9 +19,11 @@ func (s *Service) StopContainer(ctx context.Context, req *runtimeapi.StopContain
 	// One of ours for sure (see Service.created) is stopped without an inspect.
 	if s.nri != nil || !s.created.has(id) {
 		var err error
-		if c, err = s.containerInspect(ctx, id); cerrdefs.IsNotFound(err) {
+		c, err = s.containerInspect(ctx, id)
+		if cerrdefs.IsNotFound(err) {
 			return &runtimeapi.StopContainerResponse{}, nil
-		} else if err != nil {
+		}
+		if err != nil {
 			return nil, err
 		}
 		id = c.ID

@@ -88,7 +88,10 @@ func (s *Service) removeSandbox(ctx context.Context, id string, sb *docker.Conta
 		}
 		s.forgetRelayed(podStopKey(id))
 	}
-	return s.sandboxRemoved(ctx, id)
+	if err := s.removeCheckpoint(ctx, id); err != nil {
+		return nil, err
+	}
+	return s.removed(ctx, id), nil
 }
 
 // removeSandboxAtOnce removes a sandbox whose network is released: its containers, its
@@ -134,14 +137,6 @@ func (s *Service) removeSandboxContainer(ctx context.Context, id string) error {
 		return fmt.Errorf("remove pod sandbox %s: %w", id, err)
 	}
 	return nil
-}
-
-// sandboxRemoved removes the checkpoint of sandbox id, whose containers are gone.
-func (s *Service) sandboxRemoved(ctx context.Context, id string) (*runtimeapi.RemovePodSandboxResponse, error) {
-	if err := s.removeCheckpoint(ctx, id); err != nil {
-		return nil, err
-	}
-	return s.removed(ctx, id), nil
 }
 
 func (s *Service) removeCheckpoint(ctx context.Context, id string) error {
