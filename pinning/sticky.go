@@ -284,14 +284,34 @@ func (k *stickyKeeper) decide(ctx context.Context, targets map[string]*stickyTar
 		t := targets[d]
 		t.reasons = reasons[i]
 		t.pinned = len(t.reasons) > 0
+		// The record-label source lists on its own: a record deleted between our
+		// listing and its snapshot is unpinned there, but this reconcile still sees it
+		// present, would release its content and forget it. What this listing shows
+		// decides for the records in it.
+		for _, r := range t.present {
+			if !t.pinned && k.pinsByLabel(r) {
+				t.pinned = true
+				t.reasons = append(t.reasons, Reason{Source: SourceContainerd, Detail: "record " + r.Name})
+			}
+		}
 		for _, r := range t.absent {
-			if hasPinnedLabel(r.Labels) && !isPreloadMirror(r.Labels) {
+			if k.pinsByLabel(r) {
 				t.pinned = true // the labelled record itself is what was deleted
 				t.reasons = append(t.reasons, Reason{Source: SourceContainerd, Detail: "record " + r.Name + " (deleted)"})
 			}
 		}
 	}
 	return nil
+}
+
+// pinsByLabel tells whether record r pins its image by its own label (as the
+// record-label source counts it: preload mirrors and, unless asked for, dangling
+// records do not).
+func (k *stickyKeeper) pinsByLabel(r ctrdRecord) bool {
+	if strings.HasPrefix(r.Name, DanglingPrefix) && !k.includeDangling {
+		return false
+	}
+	return hasPinnedLabel(r.Labels) && !isPreloadMirror(r.Labels)
 }
 
 // restoreRecords creates again the gone records of pinned images: each that pins

@@ -450,3 +450,43 @@ func TestStickyDigestPatternPins(t *testing.T) {
 	reconcile(t, newTestKeeper(t, f, cfg, true))
 	assert.Check(t, is.DeepEqual(f.leased(), aBlobs), "repo@digest patterns match the record's repository and target")
 }
+
+// listThenDelete is a store whose record listing is followed by the delete of one
+// record: the record-label source, which lists on its own, no longer sees it.
+type listThenDelete struct {
+	*fakeCtrd
+	k    *stickyKeeper
+	name string
+}
+
+func (s *listThenDelete) Records(ctx context.Context) ([]ctrdRecord, error) {
+	recs, err := s.fakeCtrd.Records(ctx)
+	if s.name != "" {
+		s.remove(s.name)
+		s.k.onEvent(ctrdEvent{Topic: topicImageDelete, Name: s.name})
+		s.name = ""
+	}
+	return recs, err
+}
+
+func TestStickyDeleteBetweenListingAndSnapshot(t *testing.T) {
+	f := newFakeCtrd()
+	a, aBlobs := f.image(t, nil)
+	labels := map[string]string{PinnedLabel: PinnedValue}
+	f.put("docker.io/e2e/a:1", a, labels)
+	p, _, _ := newTestPinner(t, emptyConfig(), labelSource{f})
+	st := &listThenDelete{fakeCtrd: f}
+	k := newStickyKeeper(st, p, true, false, p.log)
+	st.k = k
+	reconcile(t, k)
+	assert.Check(t, is.DeepEqual(f.leased(), aBlobs))
+
+	st.name = "docker.io/e2e/a:1" // deleted right after the next listing
+	reconcile(t, k)
+	assert.Check(t, is.DeepEqual(f.leased(), aBlobs), "the content of a record the listing shows pinned stays leased")
+	reconcile(t, k) // the one its delete event triggers
+	rec, ok := f.record("docker.io/e2e/a:1")
+	assert.Assert(t, ok, "the record is restored")
+	assert.Check(t, is.DeepEqual(rec.Labels, labels))
+	assert.Check(t, is.DeepEqual(f.leased(), aBlobs))
+}
