@@ -2,13 +2,14 @@
 # hack/bench-lifecycle.sh — pod and container lifecycle latencies of our binary beside upstream cri-dockerd
 # (built from the snapshot by hack/install-upstream.sh) on the same engine: critest's lifecycle benchmarks
 # (`hack/critest.sh bench`, hack/critest/benchmark-params.yaml) for each store, the binaries alternating
-# (ours, upstream, ours, upstream, ...), then per operation the median and p90 of every sample of each
-# binary and the ratio of the medians, ours/upstream. "PodAndContainer" is critest's "start a container
+# with the order turning every round (ours, upstream, upstream, ours, ...; with a baseline, a rotation) after
+# BENCH_WARMUP runs of each that are not counted, then per operation the median and p90 of every sample of
+# each binary and the ratio of the medians, ours/upstream. "PodAndContainer" is critest's "start a container
 # from scratch": RunPodSandbox, ImageStatus, CreateContainer, StartContainer, StopPodSandbox and
 # RemovePodSandbox in a row, one sample per critest run (BENCH_SCRATCH_RUNS more runs of it alone).
 # Holds /tmp/dockpin-e2e.lock while it uses the engine, so that no other run disturbs the timings.
 # Env: CRI_DOCKERD_BIN (ours), UPSTREAM_CRI_DOCKERD_BIN, E2E_STORES (default: classic containerd),
-#   BENCH_RUNS (runs of each binary per store, default 2), BENCH_SCRATCH_RUNS (default 4),
+#   BENCH_RUNS (runs of each binary per store, default 2), BENCH_WARMUP (default 1), BENCH_SCRATCH_RUNS (default 4),
 #   BENCH_OUT (results, default /tmp/dockpin-bench-lifecycle; the data of the last run is kept there),
 #   BENCH_BASELINE_BIN (a third binary in the rotation, say ours before a change: a "baseline" column),
 #   BENCH_OURS_ARGS (more flags for ours and the baseline, e.g. --log-level debug for the phase timings
@@ -18,7 +19,7 @@ set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 ROOT=$(cd "$HACK_DIR/.." && pwd)
-: "${BENCH_RUNS:=2}" "${BENCH_SCRATCH_RUNS:=4}" "${BENCH_OUT:=/tmp/dockpin-bench-lifecycle}"
+: "${BENCH_RUNS:=2}" "${BENCH_WARMUP:=1}" "${BENCH_SCRATCH_RUNS:=4}" "${BENCH_OUT:=/tmp/dockpin-bench-lifecycle}"
 OURS=${CRI_DOCKERD_BIN:-$ROOT/_output/cri-dockerd}
 STORES=${E2E_STORES:-classic containerd}
 # critest's lifecycle specs are the pod and container cycles and the start from scratch: not the images'.
@@ -105,7 +106,7 @@ clean() {
 
 bench_one() { # bench_one STORE WHO BIN I
   local store=$1 who=$2 bin=$3 i=$4 args=${BENCH_OURS_ARGS:-} rc=0
-  [[ $who != upstream ]] || args=
+  [[ $who != *upstream ]] || args=
   log "bench-lifecycle: $store store, $who run $i ($bin)"
   CRITEST_CRI_ARGS=$args STORE=$store CRI_DOCKERD_BIN=$bin CRITEST_OUT=$BENCH_OUT/critest CRITEST_BENCH_SKIP=$SKIP \
     CRITEST_BENCH_OUT=$BENCH_OUT/$store/$who-$i CRITEST_BENCH_SCRATCH_RUNS=$BENCH_SCRATCH_RUNS \
@@ -118,7 +119,9 @@ bench_one() { # bench_one STORE WHO BIN I
 stop_stack() { CRITEST_OUT=$BENCH_OUT/critest "$HACK_DIR/critest.sh" stop >"$BENCH_OUT/stop.log" 2>&1; }
 
 main() {
-  local start=$SECONDS waited store i
+  local start=$SECONDS waited store i k who order whos=(ours upstream)
+  local -A bins=([ours]=$OURS [upstream]=$UPSTREAM [baseline]=${BENCH_BASELINE_BIN:-})
+  [[ -z ${BENCH_BASELINE_BIN:-} ]] || whos+=(baseline)
   # The engine lock for the whole rotation (hack/lib.sh: the engine and registry spawned under it do not
   # keep it; a lock the caller took with `flock /tmp/dockpin-e2e.lock ...` is reused).
   hold_e2e_lock
@@ -128,10 +131,17 @@ main() {
   trap stop_stack EXIT
   for store in $STORES; do
     rm -rf "${BENCH_OUT:?}/$store" && mkdir -p "$BENCH_OUT/$store"
+    # Warm-up runs, not counted: the first runs after the engine starts are slower (cold caches, the
+    # first pause container), which would count against whichever binary goes first.
+    for ((i = 1; i <= BENCH_WARMUP; i++)); do
+      for who in "${whos[@]}"; do run_one "$store" "warmup-$who" "${bins[$who]}" "$i"; done
+    done
+    # The order turns each round (ours, upstream, upstream, ours, ...; with a baseline, a rotation), so
+    # that no binary always runs right after another one's run.
     for ((i = 1; i <= BENCH_RUNS; i++)); do
-      run_one "$store" ours "$OURS" "$i"
-      run_one "$store" upstream "$UPSTREAM" "$i"
-      [[ -z ${BENCH_BASELINE_BIN:-} ]] || run_one "$store" baseline "$BENCH_BASELINE_BIN" "$i"
+      k=$(((i - 1) % ${#whos[@]}))
+      order=("${whos[@]:k}" "${whos[@]:0:k}")
+      for who in "${order[@]}"; do run_one "$store" "$who" "${bins[$who]}" "$i"; done
     done
   done
   trap - EXIT
