@@ -278,7 +278,7 @@ func launchBinary(t testing.TB, binary, sockDir string, flags ...string) *shim {
 		_ = logf.Close()
 		if t.Failed() {
 			b, _ := os.ReadFile(s.logPath)
-			t.Logf("%s log:\n%s", binary, lastLines(string(b), 60))
+			t.Logf("%s log (whole: %s):\n%s", binary, keepLog(t, binary, b), lastLines(string(b), 60))
 		}
 		_ = os.RemoveAll(dir)
 	})
@@ -315,6 +315,22 @@ func (s *shim) restart(t testing.TB) {
 	s.cmd.Stdout, s.cmd.Stderr = logf, logf
 	assert.NilError(t, s.cmd.Start())
 	s.waitServing(t)
+}
+
+// keepLog saves the whole log of a failed test's binary under E2E_LOG_DIR (default
+// /tmp/dockpin-e2e-logs), which outlives the test's temporary directory, and returns
+// its path (or why it could not).
+func keepLog(t testing.TB, binary string, b []byte) string {
+	dir := envOr("E2E_LOG_DIR", "/tmp/dockpin-e2e-logs")
+	name := strings.NewReplacer("/", "_", " ", "_").Replace(t.Name()) + "-" + env.store + "-" + filepath.Base(binary) + ".log"
+	path := filepath.Join(dir, name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err.Error()
+	}
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		return err.Error()
+	}
+	return path
 }
 
 func lastLines(s string, n int) string {
