@@ -1,9 +1,13 @@
 package docker
 
 import (
+	"context"
+	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -91,4 +95,67 @@ func answer(status int, body string) http.HandlerFunc {
 		w.WriteHeader(status)
 		_, _ = w.Write([]byte(body))
 	}
+}
+
+// Requests that run at once keep their connections for the next ones: none is dialled
+// again after the first burst (Go's default keeps 2 idle connections per host).
+func TestConcurrentRequestsReuseConnections(t *testing.T) {
+	const parallel, rounds = 4, 5
+	var (
+		mu      sync.Mutex
+		conns   int
+		arrived int
+		release = make(chan struct{})
+	)
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Api-Version", "1.51")
+		if strings.HasSuffix(r.URL.Path, "/_ping") {
+			_, _ = w.Write([]byte("OK"))
+			return
+		}
+		// Every request of a round waits for the others: they hold their connections at once.
+		mu.Lock()
+		arrived++
+		ch := release
+		if arrived == parallel {
+			arrived = 0
+			close(release)
+			release = make(chan struct{})
+		}
+		mu.Unlock()
+		<-ch
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			mu.Lock()
+			conns++
+			mu.Unlock()
+		}
+	}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	c, err := NewSDKClient("tcp://" + strings.TrimPrefix(srv.URL, "http://"))
+	assert.NilError(t, err)
+	_, err = c.api.Ping(context.Background()) // the version negotiation, on a connection of its own
+	assert.NilError(t, err)
+	for range rounds {
+		var wg sync.WaitGroup
+		errs := make(chan error, parallel)
+		for i := range parallel {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				errs <- c.RemoveContainer(context.Background(), fmt.Sprint("c", i))
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			assert.NilError(t, err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Check(t, conns <= parallel, "%d connections for %d rounds of %d requests at once", conns, rounds, parallel)
 }
