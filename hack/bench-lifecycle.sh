@@ -51,23 +51,42 @@ samples() {
       end]' "${files[@]}"
 }
 
-# table STORE — the per-operation table of a store's runs.
+# rounds STORE — each round's samples, [{ours: [...], upstream: [...]}, ...], for the per-round ratios.
+rounds() {
+  local store=$1 d i out='[]'
+  for d in "$BENCH_OUT/$store"/ours-*/; do
+    i=${d%/}
+    i=${i##*-}
+    [[ -d $BENCH_OUT/$store/upstream-$i ]] || continue
+    out=$(jq -c --argjson o "$(samples "$d")" --argjson u "$(samples "$BENCH_OUT/$store/upstream-$i")" \
+      '. + [{ours: $o, upstream: $u}]' <<<"$out")
+  done
+  echo "$out"
+}
+
+# table STORE — the per-operation table of a store's runs: the ratio of the medians of all samples, and
+# the lowest and highest ratio of one round's medians (the two binaries' runs back to back, under the
+# same load): a range that spans 1 is a tie.
 table() {
   local store=$1
   jq -rn --arg store "$store" --argjson up "$(samples "$BENCH_OUT/$store"/upstream-*)" \
-    --argjson ours "$(samples "$BENCH_OUT/$store"/ours-*)" --argjson base "$(samples "$BENCH_OUT/$store"/baseline-*)" '
+    --argjson ours "$(samples "$BENCH_OUT/$store"/ours-*)" --argjson base "$(samples "$BENCH_OUT/$store"/baseline-*)" \
+    --argjson rounds "$(rounds "$store")" '
     def q($p): sort as $v | $v[(($v | length) - 1) * $p | round];
     def r: . * 10 | round / 10;
+    def r2: . * 100 | round / 100;
     def stats($s; $op): [$s[] | select(.op == $op) | .ms] | if length == 0 then null else {n: length, med: q(0.5), p90: q(0.9)} end;
+    def spread($op): [$rounds[] | stats(.ours; $op) as $o | stats(.upstream; $op) as $u |
+      select($o != null and $u != null) | $o.med / $u.med] | if length < 2 then "-" else "\(min | r2)-\(max | r2)" end;
     ["RunPodSandbox", "PodSandboxStatus", "StopPodSandbox", "RemovePodSandbox", "CreateContainer",
      "StartContainer", "ContainerStatus", "StopContainer", "RemoveContainer", "PodAndContainer"] as $ops |
     def cell($s): if $s == null then "-" else "\($s.med | r) (\($s.p90 | r))" end;
     ($base | length > 0) as $b |
     "\($store) store: median (p90) in ms",
-    "| op | n | upstream |\(if $b then " baseline |" else "" end) ours | ours/upstream |",
-    "|---|---|---|\(if $b then "---|" else "" end)---|---|",
+    "| op | n | upstream |\(if $b then " baseline |" else "" end) ours | ours/upstream | per round |",
+    "|---|---|---|\(if $b then "---|" else "" end)---|---|---|",
     ($ops[] as $op | stats($up; $op) as $u | stats($ours; $op) as $o | select($u != null and $o != null) |
-      "| \($op) | \($o.n) | \(cell($u)) |\(if $b then " \(cell(stats($base; $op))) |" else "" end) \(cell($o)) | \(($o.med / $u.med) * 100 | round / 100)x |")'
+      "| \($op) | \($o.n) | \(cell($u)) |\(if $b then " \(cell(stats($base; $op))) |" else "" end) \(cell($o)) | \(($o.med / $u.med) | r2)x | \(spread($op)) |")'
 }
 
 # usage STORE — each binary's CPU time per critest run (its whole life: start, the benchmarks, the "from
