@@ -250,3 +250,41 @@ func TestImageCacheDiskUsage(t *testing.T) {
 	assert.NilError(t, err)
 	assert.Check(t, strings.Contains(st.Info["imageCache"], `"diskUsageRefreshes":`), st.Info["imageCache"])
 }
+
+// TestPullMovedTag: the registry moved a tag the engine holds to another image (a new
+// ":latest", say); after our PullImage, the pulled ID, ImageStatus and a container made
+// from the tag are the new image, every time. The containerd store's events used to
+// leave the tag on the old image in the cache for a moment, and PullImage answered with it.
+func TestPullMovedTag(t *testing.T) {
+	s := startShim(t)
+	ctx := context.Background()
+	repo := env.store + "/moved-tag"
+	ref := env.registry + "/" + repo + ":t"
+	// The same registry under another name: pushing through it leaves the engine's tag
+	// where it is, as a push from another machine would.
+	host, port, ok := strings.Cut(env.registry, ":")
+	assert.Assert(t, ok && host == "127.0.0.1", "registry %s", env.registry)
+	alias := "localhost:" + port + "/" + repo + ":t"
+	srcs := []string{"e2e/moved-tag-a:1", "e2e/moved-tag-b:1", "e2e/moved-tag-c:1"}
+	for _, src := range srcs {
+		importImage(t, src)
+	}
+	removeAtEnd(t, ref, alias)
+	seen := map[string]bool{}
+	for i := range 9 {
+		docker(t, "tag", srcs[i%len(srcs)], alias)
+		docker(t, "push", "-q", alias)
+		resp, err := s.img.PullImage(ctx, &runtimeapi.PullImageRequest{Image: spec(ref)})
+		assert.NilError(t, err)
+		want := imageID(t, ref)
+		seen[want] = true
+		assert.Check(t, resp.ImageRef == want, "round %d: PullImage answered %s, the engine has %s", i, resp.ImageRef, want)
+		st, err := s.img.ImageStatus(ctx, &runtimeapi.ImageStatusRequest{Image: spec(ref)})
+		assert.NilError(t, err)
+		assert.Check(t, st.GetImage().GetId() == want, "round %d: ImageStatus answered %s, the engine has %s", i, st.GetImage().GetId(), want)
+	}
+	for id := range seen {
+		removeAtEnd(t, id)
+	}
+	assert.Check(t, len(seen) == len(srcs), "the tag moved between %d images", len(seen))
+}

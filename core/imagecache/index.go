@@ -202,13 +202,46 @@ func (x *index) upsert(listed *docker.Image, inspected docker.Image, w write) (t
 		listed, inspected = x.strip(listed, w.start), *x.strip(&inspected, w.start)
 	}
 	e := newEntry(listed, &inspected, x.stamp(w))
+	taken := e.exclusiveNames()
 	for id, other := range x.byID {
 		if id != inspected.ID && slices.ContainsFunc(other.names, func(n string) bool { return slices.Contains(e.names, n) }) {
 			touched = append(touched, id)
+			if other.seq <= e.seq {
+				// A tag or digest names one image: until the caller refreshes the other
+				// one, it must not answer for the name too (a pull that moved a tag).
+				x.byID[id] = other.without(taken)
+			}
 		}
 	}
 	x.put(inspected.ID, e)
 	return touched, true
+}
+
+// exclusiveNames are e's names that can name one image only: the references that
+// parse (not an old engine's "<none>:<none>").
+func (e *entry) exclusiveNames() map[string]bool {
+	out := make(map[string]bool, len(e.names))
+	for _, n := range e.names {
+		if _, ok := imageref.Normalize(n); ok {
+			out[n] = true
+		}
+	}
+	return out
+}
+
+// without returns e, as of the same sequence number, without the names in taken.
+func (e *entry) without(taken map[string]bool) *entry {
+	drop := func(img *docker.Image) *docker.Image {
+		if img == nil {
+			return nil
+		}
+		cp := *img
+		moved := func(r string) bool { return taken[normalise(r)] }
+		cp.RepoTags = slices.DeleteFunc(slices.Clone(img.RepoTags), moved)
+		cp.RepoDigests = slices.DeleteFunc(slices.Clone(img.RepoDigests), moved)
+		return &cp
+	}
+	return newEntry(drop(e.listed), drop(e.inspected), e.seq)
 }
 
 // remove drops the image with this ID, unless the index holds newer (see index).
@@ -254,10 +287,17 @@ func (x *index) resolve(ref string) (found, bool) {
 		}
 	}
 	if want, ok := imageref.Resolved(ref); ok {
+		// Of two entries with the name (a read's view of one not yet refreshed), the
+		// one written last.
+		var hit *entry
+		var hitID string
 		for id, e := range x.byID {
-			if slices.Contains(e.names, want) {
-				return found{id: id, inspected: e.inspected}, true
+			if slices.Contains(e.names, want) && (hit == nil || e.seq > hit.seq) {
+				hit, hitID = e, id
 			}
+		}
+		if hit != nil {
+			return found{id: hitID, inspected: hit.inspected}, true
 		}
 	}
 	return x.byIDPrefix(strings.TrimPrefix(ref, "sha256:"))

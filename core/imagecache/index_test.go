@@ -112,3 +112,45 @@ func TestIndexRemembersOnlyForReadsInFlight(t *testing.T) {
 	x.end(first)
 	assert.Equal(t, len(x.removed)+len(x.claims)+len(x.inFlight), 0)
 }
+
+// A pull that moves a tag: the image written with it takes the name at once, before
+// the image that lost it is refreshed (the caller does that next), so that the name
+// never resolves to the old image (which the engine no longer gives it).
+func TestIndexMovedTagResolvesToTheNewImage(t *testing.T) {
+	for _, w := range []write{{event: true}, {}} {
+		x := newIndex()
+		s0 := x.begin()
+		x.replace([]docker.Image{img(1, "a:1", "a:2"), img(2, "b:1")}, s0)
+		x.end(s0)
+		if !w.event {
+			w.start = x.begin()
+		}
+		touched, ok := x.upsert(ptr(img(3, "a:1")), img(3, "a:1"), w)
+		assert.Assert(t, ok)
+		assert.DeepEqual(t, touched, []string{id(1)})
+		for range 20 { // map order varies: every try must find the new image
+			f, ok := x.resolve("a:1")
+			assert.Assert(t, ok)
+			assert.Equal(t, f.id, id(3), "event write %v", w.event)
+		}
+		f, ok := x.resolve("a:2")
+		assert.Assert(t, ok && f.id == id(1), "the old image keeps its other names")
+		if !w.event {
+			x.end(w.start)
+		}
+		assert.DeepEqual(t, view(x.list()), view([]docker.Image{img(1, "a:2"), img(2, "b:1"), img(3, "a:1")}))
+	}
+}
+
+// Of two entries that name the same reference, resolve answers with the one written last.
+func TestIndexResolvePrefersTheLatestWrite(t *testing.T) {
+	x := newIndex()
+	old, latest := img(1, "a:1"), img(2, "a:1")
+	x.byID[old.ID] = newEntry(&old, &old, 1)
+	x.byID[latest.ID] = newEntry(&latest, &latest, 2)
+	for range 20 {
+		f, ok := x.resolve("a:1")
+		assert.Assert(t, ok)
+		assert.Equal(t, f.id, latest.ID)
+	}
+}
