@@ -252,8 +252,8 @@ func TestImageCacheDiskUsage(t *testing.T) {
 }
 
 // TestPullMovedTag: the registry moved a tag the engine holds to another image (a new
-// ":latest", say); after our PullImage, the pulled ID, ImageStatus and a container made
-// from the tag are the new image, every time. The containerd store's events used to
+// ":latest", say); after our PullImage, the pulled ID and ImageStatus are the new image,
+// every time (CreateContainer resolves the tag as ImageStatus does). The containerd store's events used to
 // leave the tag on the old image in the cache for a moment, and PullImage answered with it.
 func TestPullMovedTag(t *testing.T) {
 	s := startShim(t)

@@ -117,15 +117,14 @@ func (s *ContainerdSource) Snapshot(ctx context.Context) (Matcher, error) {
 	dangling := 0
 	now := time.Now()
 	for _, rec := range resp.GetImages() {
-		if rec.GetLabels()[PinnedLabel] != PinnedValue {
+		if !hasPinnedLabel(rec.GetLabels()) {
 			s.warnNearMiss(rec, now)
 			continue
 		}
-		if isPreloadMirror(rec.GetLabels()) {
-			continue // the preload pin itself decides, so that it ends with its archive
-		}
-		if strings.HasPrefix(rec.GetName(), DanglingPrefix) && !s.cfg.IncludeDangling {
-			dangling++
+		if !recordPinsByLabel(rec.GetName(), rec.GetLabels(), s.cfg.IncludeDangling) {
+			if !isPreloadMirror(rec.GetLabels()) {
+				dangling++
+			}
 			continue
 		}
 		d := rec.GetTarget().GetDigest()

@@ -71,6 +71,17 @@ func hasPinnedLabel(labels map[string]string) bool {
 	return labels[PinnedLabel] == PinnedValue
 }
 
+// recordPinsByLabel tells whether a containerd image record pins its image by its own
+// label: it has the pin label, set by the user and not as a preload mirror (the preload
+// pin decides those, so that it ends with its archive), and is not a dangling record
+// unless includeDangling. The record-label source and the sticky keeper both count so.
+func recordPinsByLabel(name string, labels map[string]string, includeDangling bool) bool {
+	if !hasPinnedLabel(labels) || isPreloadMirror(labels) {
+		return false
+	}
+	return includeDangling || !strings.HasPrefix(name, DanglingPrefix)
+}
+
 // nearMiss is a config label that looks like a pin but does not count.
 type nearMiss struct {
 	label string

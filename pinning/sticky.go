@@ -289,29 +289,19 @@ func (k *stickyKeeper) decide(ctx context.Context, targets map[string]*stickyTar
 		// present, would release its content and forget it. What this listing shows
 		// decides for the records in it.
 		for _, r := range t.present {
-			if !t.pinned && k.pinsByLabel(r) {
+			if !t.pinned && recordPinsByLabel(r.Name, r.Labels, k.includeDangling) {
 				t.pinned = true
 				t.reasons = append(t.reasons, Reason{Source: SourceContainerd, Detail: "record " + r.Name})
 			}
 		}
 		for _, r := range t.absent {
-			if k.pinsByLabel(r) {
+			if recordPinsByLabel(r.Name, r.Labels, k.includeDangling) {
 				t.pinned = true // the labelled record itself is what was deleted
 				t.reasons = append(t.reasons, Reason{Source: SourceContainerd, Detail: "record " + r.Name + " (deleted)"})
 			}
 		}
 	}
 	return nil
-}
-
-// pinsByLabel tells whether record r pins its image by its own label (as the
-// record-label source counts it: preload mirrors and, unless asked for, dangling
-// records do not).
-func (k *stickyKeeper) pinsByLabel(r ctrdRecord) bool {
-	if strings.HasPrefix(r.Name, DanglingPrefix) && !k.includeDangling {
-		return false
-	}
-	return hasPinnedLabel(r.Labels) && !isPreloadMirror(r.Labels)
 }
 
 // restoreRecords creates again the gone records of pinned images: each that pins
@@ -340,7 +330,7 @@ func (k *stickyKeeper) restoreRecords(ctx context.Context, targets map[string]*s
 			named = named || !strings.HasPrefix(r.Name, DanglingPrefix)
 		}
 		for _, r := range t.absent {
-			if named && (!hasPinnedLabel(r.Labels) || isPreloadMirror(r.Labels)) && !k.namePins(ctx, r.Name) {
+			if named && !recordPinsByLabel(r.Name, r.Labels, k.includeDangling) && !k.namePins(ctx, r.Name) {
 				continue
 			}
 			if err := k.st.CreateRecord(ctx, r); err != nil {

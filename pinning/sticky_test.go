@@ -194,7 +194,7 @@ func (s labelSource) Snapshot(ctx context.Context) (Matcher, error) {
 	recs, _ := s.f.Records(ctx)
 	m := recordMatcher{}
 	for _, r := range recs {
-		if hasPinnedLabel(r.Labels) && !isPreloadMirror(r.Labels) {
+		if recordPinsByLabel(r.Name, r.Labels, false) {
 			m[r.Target.Digest] = append(m[r.Target.Digest], r.Name)
 		}
 	}

@@ -33,7 +33,7 @@ func NewSDKClient(endpoint string) (*SDKClient, error) {
 	// Requests run at once (kubelet's pod workers, and our own fan-out: a pod's
 	// containers stopped or removed together) keep their connections: with Go's
 	// default of 2 idle connections per host, each one past the second was closed
-	// after use and dialled again (34 dials in one critest benchmark run, upstream 2).
+	// after use and dialled again (32 engine connections in one critest benchmark run, upstream 2).
 	hc := &http.Client{
 		Transport:     &http.Transport{MaxIdleConns: maxIdleConns, MaxIdleConnsPerHost: maxIdleConns, IdleConnTimeout: 30 * time.Second},
 		CheckRedirect: client.CheckRedirect,

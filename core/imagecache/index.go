@@ -202,13 +202,16 @@ func (x *index) upsert(listed *docker.Image, inspected docker.Image, w write) (t
 		listed, inspected = x.strip(listed, w.start), *x.strip(&inspected, w.start)
 	}
 	e := newEntry(listed, &inspected, x.stamp(w))
-	taken := e.exclusiveNames()
+	var taken map[string]bool
 	for id, other := range x.byID {
 		if id != inspected.ID && slices.ContainsFunc(other.names, func(n string) bool { return slices.Contains(e.names, n) }) {
 			touched = append(touched, id)
 			if other.seq <= e.seq {
 				// A tag or digest names one image: until the caller refreshes the other
 				// one, it must not answer for the name too (a pull that moved a tag).
+				if taken == nil {
+					taken = e.exclusiveNames()
+				}
 				x.byID[id] = other.without(taken)
 			}
 		}
