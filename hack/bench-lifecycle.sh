@@ -13,7 +13,7 @@
 #   BENCH_OUT (results, default /tmp/dockpin-bench-lifecycle; the data of the last run is kept there),
 #   BENCH_BASELINE_BIN (a third binary in the rotation, say ours before a change: a "baseline" column),
 #   BENCH_OURS_ARGS (more flags for ours and the baseline, e.g. --log-level debug for the phase timings
-#   in $BENCH_OUT/STORE/ours-N.cri.log).
+#   in $BENCH_OUT/STORE/ours-N.cri.log and a table of them per store: see phases).
 set -euo pipefail
 # shellcheck source=hack/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -87,6 +87,38 @@ table() {
     "|---|---|---|\(if $b then "---|" else "" end)---|---|---|",
     ($ops[] as $op | stats($up; $op) as $u | stats($ours; $op) as $o | select($u != null and $o != null) |
       "| \($op) | \($o.n) | \(cell($u)) |\(if $b then " \(cell(stats($base; $op))) |" else "" end) \(cell($o)) | \(($o.med / $u.med) | r2)x | \(spread($op)) |")'
+}
+
+# phases STORE — where ours' time went, from the "request phases" lines of its counted runs (logged at debug
+# level: BENCH_OURS_ARGS=--log-level debug). Per op, medians in ms of: the RPC as ours timed it (inside the
+# gRPC server), its calls (engine, CNI plugins, files: the RPC less t.rest, the whole RPC when calls ran at
+# once), ours (t.rest: the spec, gRPC, logging), and calls/upstream, the calls' median over upstream's median
+# of the op: what any shim that makes these calls waits for, as a share of upstream's time. Ops that made no
+# call (served from memory) log no phases.
+phases() {
+  local store=$1 logs
+  logs=("$BENCH_OUT/$store"/ours-*.cri.log)
+  [[ -e ${logs[0]} ]] && grep -q 'msg="request phases"' "${logs[@]}" || return 0
+  grep -h 'msg="request phases"' "${logs[@]}" | jq -Rrn --arg store "$store" \
+    --argjson up "$(samples "$BENCH_OUT/$store"/upstream-*)" '
+    def ms: if test("^-?[0-9.]+ms$") then .[:-2] | tonumber
+      elif test("^-?[0-9.]+(µs|us)$") then (.[:-2] | tonumber) / 1e3
+      elif test("^-?[0-9.]+ns$") then (.[:-2] | tonumber) / 1e6
+      elif test("^-?[0-9.]+s$") then (.[:-1] | tonumber) * 1e3
+      elif test("^[0-9]+m[0-9.]+s$") then capture("^(?<m>[0-9]+)m(?<s>[0-9.]+)s$") | (.m | tonumber) * 6e4 + (.s | tonumber) * 1e3
+      else error("duration \(.)") end;
+    def field($k): capture(" \($k)=(?<v>[^ ]+)").v;
+    def med: sort | .[(length - 1) / 2 | floor];
+    def r: . * 10 | round / 10;
+    [inputs | {op: field("rpc"), d: (field("duration") | ms), rest: (field("t\\.rest") | ms)} |
+      .calls = .d - ([.rest, 0] | max) | .own = ([.rest, 0] | max)] as $s |
+    "\($store) store, ours: where the time went (medians in ms)",
+    "| op | n | RPC | calls | ours | upstream | calls/upstream |",
+    "|---|---|---|---|---|---|---|",
+    (["RunPodSandbox", "StopPodSandbox", "RemovePodSandbox", "CreateContainer", "StartContainer", "StopContainer",
+      "RemoveContainer"][] as $op | [$s[] | select(.op == $op)] | select(length > 0) |
+      ([$up[] | select(.op == $op) | .ms] | if length > 0 then med else null end) as $u |
+      "| \($op) | \(length) | \([.[].d] | med | r) | \([.[].calls] | med | r) | \([.[].own] | med | r) | \($u // "-" | if type == "number" then r else . end) | \(if $u then ([.[].calls] | med) / $u | . * 100 | round / 100 | tostring + "x" else "-" end) |")'
 }
 
 # usage STORE — each binary's CPU time per critest run (its whole life: start, the benchmarks, the "from
@@ -170,6 +202,7 @@ main() {
     echo
     table "$store"
     usage "$store"
+    phases "$store"
   done
   log "bench-lifecycle: ${BENCH_RUNS} runs of each binary per store in $((SECONDS - start - waited))s under the lock"
 }
@@ -179,7 +212,7 @@ case ${1:-} in
   table) # the tables of the last run's data: hack/bench-lifecycle.sh table [STORE...]
     shift
     if (($# == 0)); then read -ra stores <<<"$STORES" && set -- "${stores[@]}"; fi
-    for s in "$@"; do table "$s" && usage "$s"; done
+    for s in "$@"; do table "$s" && usage "$s" && phases "$s"; done
     ;;
   *) sed -n '2,12p' "${BASH_SOURCE[0]}" | cut -c3- >&2; exit 2 ;;
 esac
