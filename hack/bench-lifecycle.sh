@@ -91,10 +91,13 @@ table() {
 
 # phases STORE — where ours' time went, from the "request phases" lines of its counted runs (logged at debug
 # level: BENCH_OURS_ARGS=--log-level debug). Per op, medians in ms of: the RPC as ours timed it (inside the
-# gRPC server), its calls (engine, CNI plugins, files: the RPC less t.rest, the whole RPC when calls ran at
-# once), ours (t.rest: the spec, gRPC, logging), and calls/upstream, the calls' median over upstream's median
-# of the op: what any shim that makes these calls waits for, as a share of upstream's time. Ops that made no
-# call (served from memory) log no phases.
+# gRPC server); engine, its engine calls (each kind's time over its count: calls of one kind, a pod's
+# containers, run at once, and kinds one after another, except RemovePodSandbox's list beside its removals,
+# about 1 ms too much); CNI, the plugins (loopback beside the pod network's chain: the longer of the two);
+# files (the checkpoint); ours, t.rest, the rest (the spec, gRPC, logging; below zero where calls ran at once,
+# as in StopPodSandbox, whose CNI teardown runs beside the engine's stop); and engine/upstream, the engine
+# calls' median over upstream's median of the op: what any shim making these calls waits for, as a share of
+# upstream's time. Ops that made no call (served from memory) log no phases.
 phases() {
   local store=$1 logs
   logs=("$BENCH_OUT/$store"/ours-*.cri.log)
@@ -107,18 +110,26 @@ phases() {
       elif test("^-?[0-9.]+s$") then (.[:-1] | tonumber) * 1e3
       elif test("^[0-9]+m[0-9.]+s$") then capture("^(?<m>[0-9]+)m(?<s>[0-9.]+)s$") | (.m | tonumber) * 6e4 + (.s | tonumber) * 1e3
       else error("duration \(.)") end;
-    def field($k): capture(" \($k)=(?<v>[^ ]+)").v;
+    def field($k): capture(" \($k)=\"?(?<v>[^ \"]+)").v; # logrus quotes a value with a µ
+    # phase: "12.50ms" or "25.00ms/2" (two calls) -> {ms, n}
+    def phase: capture("^(?<d>[^/]+)(/(?<n>[0-9]+))?$") | {ms: (.d | ms), n: ((.n // "1") | tonumber)};
     def med: sort | .[(length - 1) / 2 | floor];
     def r: . * 10 | round / 10;
-    [inputs | {op: field("rpc"), d: (field("duration") | ms), rest: (field("t\\.rest") | ms)} |
-      .calls = .d - ([.rest, 0] | max) | .own = ([.rest, 0] | max)] as $s |
+    [inputs | . as $line |
+      [scan(" t\\.(?<k>[a-z.]+)=\"?(?<v>[^ \"]+)") | {key: .[0], value: .[1]}] | from_entries as $p |
+      {op: ($line | field("rpc")), d: ($line | field("duration") | ms), rest: ($p.rest | ms),
+       engine: ([$p | to_entries[] | select(.key | startswith("engine.")) | .value | phase | .ms / .n] | add // 0),
+       cni: ([$p | to_entries[] | select(.key | startswith("cni.")) | {lo: (.key | startswith("cni.loopback.")), ms: (.value | phase | .ms)}] |
+         [([.[] | select(.lo) | .ms] | add // 0), ([.[] | select(.lo | not) | .ms] | add // 0)] | max),
+       files: ([$p | to_entries[] | select(.key | startswith("checkpoint.")) | .value | phase | .ms] | add // 0)} |
+      .engine = ([.engine, .d] | min)] as $s |
     "\($store) store, ours: where the time went (medians in ms)",
-    "| op | n | RPC | calls | ours | upstream | calls/upstream |",
-    "|---|---|---|---|---|---|---|",
+    "| op | n | RPC | engine | CNI | files | ours | upstream | engine/upstream |",
+    "|---|---|---|---|---|---|---|---|---|",
     (["RunPodSandbox", "StopPodSandbox", "RemovePodSandbox", "CreateContainer", "StartContainer", "StopContainer",
       "RemoveContainer"][] as $op | [$s[] | select(.op == $op)] | select(length > 0) |
       ([$up[] | select(.op == $op) | .ms] | if length > 0 then med else null end) as $u |
-      "| \($op) | \(length) | \([.[].d] | med | r) | \([.[].calls] | med | r) | \([.[].own] | med | r) | \($u // "-" | if type == "number" then r else . end) | \(if $u then ([.[].calls] | med) / $u | . * 100 | round / 100 | tostring + "x" else "-" end) |")'
+      "| \($op) | \(length) | \([.[].d] | med | r) | \([.[].engine] | med | r) | \([.[].cni] | med | r) | \([.[].files] | med | r) | \([.[].rest] | med | r) | \(if $u then $u | r else "-" end) | \(if $u then ([.[].engine] | med) / $u | . * 100 | round / 100 | tostring + "x" else "-" end) |")'
 }
 
 # usage STORE — each binary's CPU time per critest run (its whole life: start, the benchmarks, the "from
@@ -159,10 +170,13 @@ bench_one() { # bench_one STORE WHO BIN I
   local store=$1 who=$2 bin=$3 i=$4 args=${BENCH_OURS_ARGS:-} rc=0
   [[ $who != *upstream ]] || args=
   log "bench-lifecycle: $store store, $who run $i ($bin)"
+  # critest.sh appends to the CRI's log: keep only this run's lines.
+  local crilog=$BENCH_OUT/critest/cri-$store/cri-dockerd.log from=0
+  [[ ! -e $crilog ]] || from=$(stat -c %s "$crilog")
   CRITEST_CRI_ARGS=$args STORE=$store CRI_DOCKERD_BIN=$bin CRITEST_OUT=$BENCH_OUT/critest CRITEST_BENCH_SKIP=$SKIP \
     CRITEST_BENCH_OUT=$BENCH_OUT/$store/$who-$i CRITEST_BENCH_SCRATCH_RUNS=$BENCH_SCRATCH_RUNS \
     "$HACK_DIR/critest.sh" bench >"$BENCH_OUT/$store/$who-$i.log" 2>&1 || rc=$?
-  cp "$BENCH_OUT/critest/cri-$store/cri-dockerd.log" "$BENCH_OUT/$store/$who-$i.cri.log" 2>/dev/null || true
+  tail -c +$((from + 1)) "$crilog" >"$BENCH_OUT/$store/$who-$i.cri.log" 2>/dev/null || true
   return "$rc"
 }
 
