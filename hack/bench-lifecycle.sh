@@ -94,8 +94,8 @@ table() {
 # gRPC server); engine, its engine calls (each kind's time over its count: calls of one kind, a pod's
 # containers, run at once, and kinds one after another, except RemovePodSandbox's list beside its removals,
 # about 1 ms too much); CNI, the plugins (loopback beside the pod network's chain: the longer of the two);
-# files (the checkpoint); ours, t.rest, the rest (the spec, gRPC, logging; below zero where calls ran at once,
-# as in StopPodSandbox, whose CNI teardown runs beside the engine's stop); and engine/upstream, the engine
+# files (the checkpoint); ours, the RPC less these three (the spec, gRPC, logging; below zero where they ran at
+# once, as in StopPodSandbox, whose CNI teardown runs beside the engine's stop); and engine/upstream, the engine
 # calls' median over upstream's median of the op: what any shim making these calls waits for, as a share of
 # upstream's time. Ops that made no call (served from memory) log no phases.
 phases() {
@@ -113,7 +113,7 @@ phases() {
     def field($k): capture(" \($k)=\"?(?<v>[^ \"]+)").v; # logrus quotes a value with a µ
     # phase: "12.50ms" or "25.00ms/2" (two calls) -> {ms, n}
     def phase: capture("^(?<d>[^/]+)(/(?<n>[0-9]+))?$") | {ms: (.d | ms), n: ((.n // "1") | tonumber)};
-    def med: sort | .[(length - 1) / 2 | floor];
+    def med: sort as $v | $v[(($v | length) - 1) * 0.5 | round]; # as table does
     def r: . * 10 | round / 10;
     [inputs | . as $line |
       [scan(" t\\.(?<k>[a-z.]+)=\"?(?<v>[^ \"]+)") | {key: .[0], value: .[1]}] | from_entries as $p |
@@ -122,14 +122,14 @@ phases() {
        cni: ([$p | to_entries[] | select(.key | startswith("cni.")) | {lo: (.key | startswith("cni.loopback.")), ms: (.value | phase | .ms)}] |
          [([.[] | select(.lo) | .ms] | add // 0), ([.[] | select(.lo | not) | .ms] | add // 0)] | max),
        files: ([$p | to_entries[] | select(.key | startswith("checkpoint.")) | .value | phase | .ms] | add // 0)} |
-      .engine = ([.engine, .d] | min)] as $s |
+      .engine = ([.engine, .d] | min) | .own = .d - .engine - .cni - .files] as $s |
     "\($store) store, ours: where the time went (medians in ms)",
     "| op | n | RPC | engine | CNI | files | ours | upstream | engine/upstream |",
     "|---|---|---|---|---|---|---|---|---|",
     (["RunPodSandbox", "StopPodSandbox", "RemovePodSandbox", "CreateContainer", "StartContainer", "StopContainer",
       "RemoveContainer"][] as $op | [$s[] | select(.op == $op)] | select(length > 0) |
       ([$up[] | select(.op == $op) | .ms] | if length > 0 then med else null end) as $u |
-      "| \($op) | \(length) | \([.[].d] | med | r) | \([.[].engine] | med | r) | \([.[].cni] | med | r) | \([.[].files] | med | r) | \([.[].rest] | med | r) | \(if $u then $u | r else "-" end) | \(if $u then ([.[].engine] | med) / $u | . * 100 | round / 100 | tostring + "x" else "-" end) |")'
+      "| \($op) | \(length) | \([.[].d] | med | r) | \([.[].engine] | med | r) | \([.[].cni] | med | r) | \([.[].files] | med | r) | \([.[].own] | med | r) | \(if $u then $u | r else "-" end) | \(if $u then ([.[].engine] | med) / $u | . * 100 | round / 100 | tostring + "x" else "-" end) |")'
 }
 
 # usage STORE — each binary's CPU time per critest run (its whole life: start, the benchmarks, the "from
