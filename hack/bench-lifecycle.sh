@@ -64,6 +64,13 @@ rounds() {
   echo "$out"
 }
 
+# JQ_ROUNDING — jq definitions that table and phases share: q($p), the $p quantile of an array (q(0.5),
+# the median), and r and r2, rounding to one and two decimals.
+# shellcheck disable=SC2016 # jq variables, not the shell's
+JQ_ROUNDING='def q($p): sort as $v | $v[(($v | length) - 1) * $p | round];
+    def r: . * 10 | round / 10;
+    def r2: . * 100 | round / 100;'
+
 # table STORE — the per-operation table of a store's runs: the ratio of the medians of all samples, and
 # the lowest and highest ratio of one round's medians (the two binaries' runs back to back, under the
 # same load): a range that spans 1 is a tie.
@@ -72,9 +79,7 @@ table() {
   jq -rn --arg store "$store" --argjson up "$(samples "$BENCH_OUT/$store"/upstream-*)" \
     --argjson ours "$(samples "$BENCH_OUT/$store"/ours-*)" --argjson base "$(samples "$BENCH_OUT/$store"/baseline-*)" \
     --argjson rounds "$(rounds "$store")" '
-    def q($p): sort as $v | $v[(($v | length) - 1) * $p | round];
-    def r: . * 10 | round / 10;
-    def r2: . * 100 | round / 100;
+    '"$JQ_ROUNDING"'
     def stats($s; $op): [$s[] | select(.op == $op) | .ms] | if length == 0 then null else {n: length, med: q(0.5), p90: q(0.9)} end;
     def spread($op): [$rounds[] | stats(.ours; $op) as $o | stats(.upstream; $op) as $u |
       select($o != null and $u != null) | $o.med / $u.med] | if length < 2 then "-" else "\(min | r2)-\(max | r2)" end;
@@ -113,11 +118,10 @@ phases() {
     def field($k): capture(" \($k)=\"?(?<v>[^ \"]+)").v; # logrus quotes a value with a µ
     # phase: "12.50ms" or "25.00ms/2" (two calls) -> {ms, n}
     def phase: capture("^(?<d>[^/]+)(/(?<n>[0-9]+))?$") | {ms: (.d | ms), n: ((.n // "1") | tonumber)};
-    def med: sort as $v | $v[(($v | length) - 1) * 0.5 | round]; # as table does
-    def r: . * 10 | round / 10;
+    '"$JQ_ROUNDING"'
     [inputs | . as $line |
       [scan(" t\\.(?<k>[a-z.]+)=\"?(?<v>[^ \"]+)") | {key: .[0], value: .[1]}] | from_entries as $p |
-      {op: ($line | field("rpc")), d: ($line | field("duration") | ms), rest: ($p.rest | ms),
+      {op: ($line | field("rpc")), d: ($line | field("duration") | ms),
        engine: ([$p | to_entries[] | select(.key | startswith("engine.")) | .value | phase | .ms / .n] | add // 0),
        cni: ([$p | to_entries[] | select(.key | startswith("cni.")) | {lo: (.key | startswith("cni.loopback.")), ms: (.value | phase | .ms)}] |
          [([.[] | select(.lo) | .ms] | add // 0), ([.[] | select(.lo | not) | .ms] | add // 0)] | max),
@@ -128,8 +132,8 @@ phases() {
     "|---|---|---|---|---|---|---|---|---|",
     (["RunPodSandbox", "StopPodSandbox", "RemovePodSandbox", "CreateContainer", "StartContainer", "StopContainer",
       "RemoveContainer"][] as $op | [$s[] | select(.op == $op)] | select(length > 0) |
-      ([$up[] | select(.op == $op) | .ms] | if length > 0 then med else null end) as $u |
-      "| \($op) | \(length) | \([.[].d] | med | r) | \([.[].engine] | med | r) | \([.[].cni] | med | r) | \([.[].files] | med | r) | \([.[].own] | med | r) | \(if $u then $u | r else "-" end) | \(if $u then ([.[].engine] | med) / $u | . * 100 | round / 100 | tostring + "x" else "-" end) |")'
+      ([$up[] | select(.op == $op) | .ms] | if length > 0 then q(0.5) else null end) as $u |
+      "| \($op) | \(length) | \([.[].d] | q(0.5) | r) | \([.[].engine] | q(0.5) | r) | \([.[].cni] | q(0.5) | r) | \([.[].files] | q(0.5) | r) | \([.[].own] | q(0.5) | r) | \(if $u then $u | r else "-" end) | \(if $u then ([.[].engine] | q(0.5)) / $u | r2 | tostring + "x" else "-" end) |")'
 }
 
 # usage STORE — each binary's CPU time per critest run (its whole life: start, the benchmarks, the "from
