@@ -1,45 +1,42 @@
 #!/usr/bin/env bash
-# hack/install-upstream.sh — build (or reuse from the cache) upstream cri-dockerd at UPSTREAM_COMMIT from
-# its source snapshot (../shared/upstream, a test fixture: built and run, never copied) into
-# UPSTREAM_CRI_DOCKERD_BIN, for the e2e swap tests (our binary and upstream's on the same root and CNI dirs).
-# The snapshot has no vendor/, so it builds in module mode from the module proxy: about 5 minutes cold on
-# 2 cores. Prints UPSTREAM_CRI_DOCKERD_BIN as its last line.
-# Usage: hack/install-upstream.sh        (FORCE=1 rebuilds; UPSTREAM_TARBALL overrides the snapshot)
+# hack/install-upstream.sh — build (or reuse from the cache) upstream cri-dockerd at its release
+# UPSTREAM_VERSION (hack/lib.sh), fetched from the Go module proxy as a module (built and run, never
+# copied), into UPSTREAM_CRI_DOCKERD_BIN: the other binary of the swap tests, the pin proxy's compare and
+# the side-by-side benchmarks. The release has no vendor/, so it builds in module mode: about 5 minutes
+# cold on 2 cores. Prints UPSTREAM_CRI_DOCKERD_BIN as its last line.
+# Usage: hack/install-upstream.sh        (FORCE=1 rebuilds)
 set -euo pipefail
 # shellcheck source=hack/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-: "${UPSTREAM_COMMIT:=246bd657}"
-: "${UPSTREAM_TARBALL:=$HACK_DIR/../../shared/upstream/cri-dockerd-$UPSTREAM_COMMIT.tar.gz}"
-: "${UPSTREAM_CRI_DOCKERD_BIN:=$DOCKPIN_CACHE/upstream/$UPSTREAM_COMMIT/cri-dockerd}"
-# What the snapshot's `git describe` says (its README); the binary reports it through its ldflags.
-: "${UPSTREAM_VERSION:=v0.4.1-20}"
+: "${UPSTREAM_CRI_DOCKERD_BIN:=$DOCKPIN_CACHE/upstream/$UPSTREAM_VERSION/cri-dockerd}"
 
-# cached — the binary is there and runs --version.
+# cached — the binary is there and reports the pinned release.
 cached() {
-  [[ -x $UPSTREAM_CRI_DOCKERD_BIN ]] && "$UPSTREAM_CRI_DOCKERD_BIN" --version >/dev/null 2>&1
+  [[ -x $UPSTREAM_CRI_DOCKERD_BIN ]] && "$UPSTREAM_CRI_DOCKERD_BIN" --version 2>&1 | grep -qF "${UPSTREAM_VERSION#v}"
 }
 
 build() {
-  local work
-  [[ -f $UPSTREAM_TARBALL ]] || die "no upstream snapshot at $UPSTREAM_TARBALL"
+  local work commit
+  ensure_apt jq
   work=$(mktemp -d)
   # shellcheck disable=SC2064 # expand now: the trap must remove this work dir
   trap "rm -rf '$work'" EXIT
-  tar -xzf "$UPSTREAM_TARBALL" -C "$work"
+  upstream_source "$work/cri-dockerd"
+  commit=$(go mod download -json "github.com/Mirantis/cri-dockerd@$UPSTREAM_VERSION" | jq -r '.Origin.Hash // "unknown"')
   cd "$work/cri-dockerd"
   mkdir -p "$(dirname "$UPSTREAM_CRI_DOCKERD_BIN")"
   GOFLAGS="$GOFLAGS -mod=mod" timed go build -trimpath \
-    -ldflags "-X github.com/Mirantis/cri-dockerd/cmd/version.Version=$UPSTREAM_VERSION -X github.com/Mirantis/cri-dockerd/cmd/version.GitCommit=$UPSTREAM_COMMIT" \
+    -ldflags "-X github.com/Mirantis/cri-dockerd/cmd/version.Version=${UPSTREAM_VERSION#v} -X github.com/Mirantis/cri-dockerd/cmd/version.GitCommit=${commit:0:8}" \
     -o "$UPSTREAM_CRI_DOCKERD_BIN.tmp" .
   mv "$UPSTREAM_CRI_DOCKERD_BIN.tmp" "$UPSTREAM_CRI_DOCKERD_BIN"
 }
 
 if [[ -z ${FORCE:-} ]] && cached; then
-  log "upstream cri-dockerd $UPSTREAM_COMMIT cached"
+  log "upstream cri-dockerd $UPSTREAM_VERSION cached"
 else
-  log "building upstream cri-dockerd $UPSTREAM_COMMIT (about 5 minutes cold)"
+  log "building upstream cri-dockerd $UPSTREAM_VERSION from the Go module proxy (about 5 minutes cold)"
   (build)
-  cached || die "the built upstream cri-dockerd does not run --version"
+  cached || die "the built upstream cri-dockerd does not report $UPSTREAM_VERSION in --version"
 fi
 echo "$UPSTREAM_CRI_DOCKERD_BIN"

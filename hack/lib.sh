@@ -17,6 +17,7 @@ HACK_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 : "${GOLANGCI_LINT_VERSION:=v2.15.0}"      # github.com/golangci/golangci-lint/v2
 : "${GOVULNCHECK_VERSION:=v1.9.0}"         # golang.org/x/vuln
 : "${KUBELET_VERSION:=v1.37.2}"           # k8s.io/kubernetes (the node e2e suite's kubelet)
+: "${UPSTREAM_VERSION:=v0.4.3}"          # github.com/Mirantis/cri-dockerd (upstream's latest release, commit d969e29f)
 : "${VULNDB_VERSION:=v0.0.0-20261105234957-e22db6528018}" # golang.org/x/vulndb (OSV data and cmd/indexdb)
 
 : "${DOCKPIN_CACHE:=/var/cache/dockpin}"
@@ -145,3 +146,17 @@ ensure_apt() {
 # Packages the test stack needs on the host.
 # shellcheck disable=SC2034
 STACK_APT_PACKAGES=(libseccomp-dev pkg-config gcc libc6-dev jq curl socat iproute2 containernetworking-plugins)
+
+# upstream_source DEST — upstream cri-dockerd's source at UPSTREAM_VERSION, fetched as a Go module
+# (`go mod download`: the module proxy serves upstream's releases, and the module cache keeps it) and
+# copied, writable, into DEST (made anew). It is built and run, never copied into this repository.
+upstream_source() {
+  local dest=$1 dir
+  dir=$(go mod download -json "github.com/Mirantis/cri-dockerd@$UPSTREAM_VERSION" | jq -r '.Dir // empty') ||
+    die "go mod download github.com/Mirantis/cri-dockerd@$UPSTREAM_VERSION failed"
+  [[ -d $dir ]] || die "no source directory for github.com/Mirantis/cri-dockerd@$UPSTREAM_VERSION"
+  rm -rf "$dest"
+  mkdir -p "$dest"
+  cp -R "$dir/." "$dest/"
+  chmod -R u+w "$dest"
+}
