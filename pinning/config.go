@@ -26,6 +26,10 @@ type Config struct {
 	// PinsFile is the --pinned-images-file path, one pattern per line, re-read by
 	// Reload; "" means none.
 	PinsFile string
+	// PinsDir is the --pinned-images-dir directory: each of its pins files (see
+	// isPinsFileName) is read as PinsFile is, after it; "" means none, and a directory
+	// that does not exist pins nothing.
+	PinsDir string
 	// MaxStaleness is how long the last good snapshot of a failing Source keeps
 	// being used; past it Evaluate fails (ListImages answers Unavailable) until the
 	// source answers again. 0 means no limit.
@@ -208,4 +212,21 @@ func checkDurations(c Config) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// hasPinsFiles tells whether a pins file or a pins directory is configured.
+func (c *Config) hasPinsFiles() bool {
+	return c.PinsFile != "" || c.PinsDir != ""
+}
+
+// pinsFilesText names the configured pins file and directory, for messages.
+func (c *Config) pinsFilesText() string {
+	var parts []string
+	if c.PinsFile != "" {
+		parts = append(parts, "file "+c.PinsFile)
+	}
+	if c.PinsDir != "" {
+		parts = append(parts, "directory "+c.PinsDir)
+	}
+	return strings.Join(parts, ", ")
 }

@@ -97,6 +97,7 @@ func ExampleFlags_AddFlags() {
 	// --pin-source-max-staleness=0s
 	// --pinned-image-labels=[]
 	// --pinned-images=[]
+	// --pinned-images-dir=/etc/cri-dockerd/pins.d
 	// --pinned-images-file=
 	// --preload-image-status-wait=1m0s
 	// --preload-images-dir=

@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
+	"path/filepath"
+	"sort"
 	"strings"
 	"time"
 
@@ -22,15 +25,20 @@ type pinsFileState struct {
 	restored bool
 }
 
-// savedPinsFile is the state file of the last good pins file.
+// savedPinsFile is the state file of the last good pins files.
 type savedPinsFile struct {
 	Path     string    `json:"path"`
+	Dir      string    `json:"dir,omitempty"`
 	Patterns []string  `json:"patterns"`
 	LoadedAt time.Time `json:"loadedAt"`
 }
 
 // pinsFileStateName is the name of the pins file's state file.
 const pinsFileStateName = "pins-file"
+
+// maxPinsFileBytes bounds one pins file: a file is checked against it before it is
+// read, and a larger one is refused (with the previous pins kept), never read whole.
+const maxPinsFileBytes = 8 << 20
 
 // CheckPinsFile validates the pins file at path as Reload would read it, without
 // touching a running daemon (cri-dockerd --check-pins-file, ExecReload-style tooling).
@@ -40,20 +48,123 @@ func CheckPinsFile(path string) (int, error) {
 	return len(patterns), err
 }
 
+// CheckPins validates the pins file (file, "" = none) and the pins directory (dir,
+// "" = none) as Reload reads them. It returns the files read and the number of
+// patterns, or an error naming each bad file and line.
+func CheckPins(file, dir string) (files []string, patterns int, err error) {
+	ps, files, err := loadPins(file, dir)
+	return files, len(ps), err
+}
+
 // pinsFileStatus is the outcome of the most recent load attempt. It is immutable.
 type pinsFileStatus struct {
 	attemptAt time.Time
+	files     []string // the files read (the pins file, then the directory's)
 	err       error
 }
 
-// loadPinsFile reads and parses a pins file.
+// loadPins reads the pins file (file, "" = none) and every pins file of the directory
+// dir ("" = none; missing = none), in name order: their patterns, one list, and the
+// files read. Any bad file fails the whole load, so that the previous pins stay.
+func loadPins(file, dir string) ([]Pattern, []string, error) {
+	var (
+		out   []Pattern
+		files []string
+		errs  []error
+	)
+	if file != "" {
+		files = append(files, file)
+	}
+	if dir != "" {
+		names, err := pinsDirFiles(dir)
+		if err != nil {
+			return nil, nil, err
+		}
+		for _, n := range names {
+			files = append(files, filepath.Join(dir, n))
+		}
+	}
+	for _, f := range files {
+		ps, err := loadPinsFile(f)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		out = append(out, ps...)
+	}
+	if len(errs) > 0 {
+		return nil, files, errors.Join(errs...)
+	}
+	return out, files, nil
+}
+
+// pinsDirFiles lists the pins files of dir in name order: every entry whose name does
+// not start with "." and is not an editor's or a package manager's leftover, and which
+// is a regular file or a link to one (a ConfigMap volume links each key into
+// ..data). A directory that does not exist has none.
+func pinsDirFiles(dir string) ([]string, error) {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read pins directory: %w", err)
+	}
+	var out []string
+	for _, e := range entries {
+		if !isPinsFileName(e.Name()) {
+			continue
+		}
+		st, err := os.Stat(filepath.Join(dir, e.Name()))
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				continue // removed since the listing, or a dangling link
+			}
+			return nil, fmt.Errorf("pins directory: %w", err)
+		}
+		if st.Mode().IsRegular() {
+			out = append(out, e.Name())
+		}
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// isPinsFileName tells whether a name in the pins directory is a pins file: not
+// hidden, not a backup (~, .bak, .swp) nor a package manager's copy (.dpkg-*,
+// .rpmnew, .rpmsave, .rpmorig, .ucf-*).
+func isPinsFileName(name string) bool {
+	if strings.HasPrefix(name, ".") || strings.HasSuffix(name, "~") {
+		return false
+	}
+	ext := filepath.Ext(name)
+	switch {
+	case ext == ".bak", ext == ".swp", ext == ".rpmnew", ext == ".rpmsave", ext == ".rpmorig",
+		strings.HasPrefix(ext, ".dpkg-"), strings.HasPrefix(ext, ".ucf-"):
+		return false
+	}
+	return true
+}
+
+// loadPinsFile reads and parses a pins file, refusing one over maxPinsFileBytes before
+// reading it.
 func loadPinsFile(path string) ([]Pattern, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("read pins file: %w", err)
 	}
 	defer func() { _ = f.Close() }() // read-only: a close error loses nothing
-	return parsePins(path, f)
+	st, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("read pins file: %w", err)
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("pins file %q: not a regular file", path)
+	}
+	if st.Size() > maxPinsFileBytes {
+		return nil, fmt.Errorf("pins file %q: %d bytes, more than the %d a pins file may have", path, st.Size(), maxPinsFileBytes)
+	}
+	return parsePins(path, io.LimitReader(f, maxPinsFileBytes+1))
 }
 
 // parsePins parses pins file content: one pattern per line, "#" comments (whole
@@ -65,6 +176,7 @@ func parsePins(path string, r io.Reader) ([]Pattern, error) {
 		line int
 	)
 	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 64<<10), maxPinsFileBytes+1)
 	for sc.Scan() {
 		line++
 		text := stripComment(sc.Text())
@@ -98,11 +210,12 @@ func stripComment(line string) string {
 	return strings.TrimSpace(line)
 }
 
-// Reload re-reads the pins file (on SIGHUP). On any error the previous set stays
-// in force and the error is returned for the caller to log. Without a pins file it
-// does nothing. It is safe to call concurrently with everything else.
+// Reload re-reads the pins file and the pins directory (on SIGHUP, and when the
+// watcher sees them change). On any error the previous set stays in force and the
+// error is returned for the caller to log. Without either it does nothing. It is safe
+// to call concurrently with everything else.
 func (p *Pinner) Reload() error {
-	if p.cfg.PinsFile == "" {
+	if !p.cfg.hasPinsFiles() {
 		return nil
 	}
 	p.reloadMu.Lock()
@@ -110,19 +223,19 @@ func (p *Pinner) Reload() error {
 	return p.loadFile()
 }
 
-// loadFile loads the pins file into force, or records why it could not. A good file
+// loadFile loads the pins files into force, or records why it could not. A good set
 // is saved in the state directory. Caller holds reloadMu.
 func (p *Pinner) loadFile() error {
-	patterns, err := loadPinsFile(p.cfg.PinsFile)
+	patterns, files, err := loadPins(p.cfg.PinsFile, p.cfg.PinsDir)
 	now := p.now()
-	p.fileStatus.Store(&pinsFileStatus{attemptAt: now, err: err})
+	p.fileStatus.Store(&pinsFileStatus{attemptAt: now, files: files, err: err})
 	if err != nil {
 		return err
 	}
 	p.set.Store(newMatchSet(p.rules, &pinsFileState{patterns: patterns, loadedAt: now}, p.set.Load().preload))
-	log := p.log.WithFields(logrus.Fields{"file": p.cfg.PinsFile, "patterns": len(patterns)})
-	log.Info("loaded pinned images file")
-	saved := savedPinsFile{Path: p.cfg.PinsFile, Patterns: patternTexts(patterns), LoadedAt: now}
+	log := p.log.WithFields(logrus.Fields{"file": p.cfg.PinsFile, "dir": p.cfg.PinsDir, "files": len(files), "patterns": len(patterns)})
+	log.Info("loaded pinned images files")
+	saved := savedPinsFile{Path: p.cfg.PinsFile, Dir: p.cfg.PinsDir, Patterns: patternTexts(patterns), LoadedAt: now}
 	if err := p.store.save(pinsFileStateName, saved); err != nil {
 		log.WithError(err).Warn("cannot save the pins file as the last good one; a bad edit before the next restart would leave no pins file in force")
 	}
@@ -138,13 +251,13 @@ func (p *Pinner) startFile() {
 	if err == nil {
 		return
 	}
-	log := p.log.WithError(err).WithField("file", p.cfg.PinsFile)
+	log := p.log.WithError(err).WithField("file", p.cfg.PinsFile).WithField("dir", p.cfg.PinsDir)
 	var saved savedPinsFile
 	found, lerr := p.store.load(pinsFileStateName, &saved)
 	if lerr != nil {
 		log = log.WithField("state_error", lerr.Error())
 	}
-	if !found || lerr != nil || saved.Path != p.cfg.PinsFile {
+	if !found || lerr != nil || saved.Path != p.cfg.PinsFile || saved.Dir != p.cfg.PinsDir {
 		log.Error("PINS FILE NOT LOADED and no earlier good version of it is saved: " +
 			"ListImages answers Unavailable until it is fixed and reloaded (SIGHUP)")
 		return
@@ -160,15 +273,15 @@ func (p *Pinner) startFile() {
 		Error("PINS FILE NOT LOADED: its last good version, saved at start-up or SIGHUP before, stays in force until it is fixed and reloaded (SIGHUP)")
 }
 
-// fileErr is Evaluate's error while a configured pins file has never been in force.
+// fileErr is Evaluate's error while configured pins files have never been in force.
 func (p *Pinner) fileErr(set *matchSet) error {
-	if p.cfg.PinsFile == "" || set.file != nil {
+	if !p.cfg.hasPinsFiles() || set.file != nil {
 		return nil
 	}
 	cause := errors.New("not loaded")
 	if st := p.fileStatus.Load(); st != nil && st.err != nil {
 		cause = st.err
 	}
-	return fmt.Errorf("pins file %s could not be loaded (%w) and no earlier good version of it is saved: %w: %w",
-		p.cfg.PinsFile, cause, ErrNoPinState, cerrdefs.ErrUnavailable)
+	return fmt.Errorf("pins files (%s) could not be loaded (%w) and no earlier good version of them is saved: %w: %w",
+		p.cfg.pinsFilesText(), cause, ErrNoPinState, cerrdefs.ErrUnavailable)
 }

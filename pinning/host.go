@@ -26,6 +26,9 @@ type Flags struct {
 	PinnedImageLabels []string `json:"pinnedImageLabels"`
 	// PinnedImagesFile is a file of pin patterns, one a line, re-read on SIGHUP.
 	PinnedImagesFile string `json:"pinnedImagesFile"`
+	// PinnedImagesDir is a directory of pins files, watched and re-read on change and
+	// on SIGHUP ("" = none; DefaultPinsDir by default).
+	PinnedImagesDir string `json:"pinnedImagesDir"`
 	// PreloadImagesDir holds image archives and .txt lists of references, loaded or
 	// pulled in the background and pinned, watched while running ("" = none).
 	PreloadImagesDir string `json:"preloadImagesDir"`
@@ -53,9 +56,15 @@ type Flags struct {
 	RestorePinnedImages bool `json:"restorePinnedImages"`
 }
 
+// DefaultPinsDir is --pinned-images-dir's default: the directory the packages create,
+// where configuration management, a DaemonSet or a plain `echo >>` may drop pins
+// files without owning the unit's ExecStart.
+const DefaultPinsDir = "/etc/cri-dockerd/pins.d"
+
 // DefaultFlags returns the flags' defaults.
 func DefaultFlags() Flags {
 	return Flags{
+		PinnedImagesDir:         DefaultPinsDir,
 		PinFromConfigLabels:     true,
 		PinFromContainerdLabels: "auto",
 		PreservePinOnPull:       true,
@@ -69,7 +78,8 @@ func DefaultFlags() Flags {
 func (f *Flags) AddFlags(fs *pflag.FlagSet) {
 	fs.StringSliceVar(&f.PinnedImages, "pinned-images", f.PinnedImages, "Images that image garbage collection must keep: repo:tag, repo@digest, a bare repo (every tag), prefix* or *keyword*. Repeatable, comma-separated.")
 	fs.StringSliceVar(&f.PinnedImageLabels, "pinned-image-labels", f.PinnedImageLabels, "Pin images whose image config has one of these labels: key or key=value. Repeatable, comma-separated.")
-	fs.StringVar(&f.PinnedImagesFile, "pinned-images-file", f.PinnedImagesFile, "A file of pin patterns, one per line (# comments); re-read on SIGHUP.")
+	fs.StringVar(&f.PinnedImagesFile, "pinned-images-file", f.PinnedImagesFile, "A file of pin patterns, one per line (# comments); watched, and re-read when it changes and on SIGHUP.")
+	fs.StringVar(&f.PinnedImagesDir, "pinned-images-dir", f.PinnedImagesDir, "A directory of pins files (every file not starting with \".\", in name order, read as --pinned-images-file is); watched, and re-read when it changes and on SIGHUP. A directory that does not exist pins nothing; \"\" reads none.")
 	fs.StringVar(&f.PreloadImagesDir, "preload-images-dir", f.PreloadImagesDir, "A directory of image archives (docker save or OCI, .tar[.gz|.xz|.zst|.bz2]) and .txt lists of image references, loaded or pulled in the background and pinned; watched: files added are loaded, files removed unpinned; archives already loaded (same content digest) are not loaded again at restart.")
 	fs.DurationVar(&f.PreloadImageStatusWait, "preload-image-status-wait", f.PreloadImageStatusWait, "How long ImageStatus waits for an absent image that a pending file of --preload-images-dir will provide before answering without it; 0 answers at once.")
 	fs.BoolVar(&f.PinFromConfigLabels, "pin-from-config-labels", f.PinFromConfigLabels, "Pin images whose image config has the label io.cri-containerd.pinned=pinned.")
@@ -114,6 +124,7 @@ func (f *Flags) Config(sandboxImage, rootDir string) Config {
 	c.Patterns = f.PinnedImages
 	c.LabelSelectors = f.PinnedImageLabels
 	c.PinsFile = f.PinnedImagesFile
+	c.PinsDir = f.PinnedImagesDir
 	c.MaxStaleness = f.PinSourceMaxStaleness
 	if rootDir != "" {
 		c.StateDir = filepath.Join(rootDir, StateDirName)

@@ -79,6 +79,7 @@ type Setup struct {
 	sticky     *stickyKeeper     // nil when the containerd source is off
 	classic    *classicKeeper    // on the classic image store, with an ImageWatcher engine
 	stopSticky func()
+	stopWatch  func() // the pins files' watcher
 }
 
 // Start builds pinning from the flags: it decides whether the containerd
@@ -88,7 +89,7 @@ type Setup struct {
 // ImageChecker and ImagePuller) and returns the Setup. Flags must have been validated (Flags.Validate). A nil log discards messages.
 func Start(ctx context.Context, f Flags, h Host, engine Engine, log logrus.FieldLogger) (*Setup, error) {
 	log = logctx.OrDiscard(log)
-	s := &Setup{log: log, keepPins: f.PreservePinOnPull, restore: f.RestorePinnedImages, stopSticky: func() {}}
+	s := &Setup{log: log, keepPins: f.PreservePinOnPull, restore: f.RestorePinnedImages, stopSticky: func() {}, stopWatch: func() {}}
 	ctrdSource := Disabled(SourceContainerd, "turned off by --pin-from-containerd-labels=false")
 	watcher, watches := engine.(ImageWatcher)
 	var info EngineInfo
@@ -102,12 +103,21 @@ func Start(ctx context.Context, f Flags, h Host, engine Engine, log logrus.Field
 		ctrdSource, s.containerd = containerdPins(ctx, &f, h.DockerEndpoint, info, log)
 	}
 	cfg := f.Config(h.SandboxImage, h.RootDirectory)
+	var watch *pinsWatcher
+	if cfg.hasPinsFiles() {
+		watch = newPinsWatcher(&cfg, pinsPoll, s.reloadLogged, log.WithField("component", "pins-files"))
+	}
 	p, err := newPinner(cfg, log, f.PreloadImagesDir != "", ctrdSource)
 	if err != nil {
 		_ = s.Close()
 		return nil, err
 	}
 	s.Pinner = p
+	if watch != nil {
+		wctx, cancel := context.WithCancel(context.Background())
+		done := watch.start(wctx)
+		s.stopWatch = func() { cancel(); <-done }
+	}
 	if f.PreloadImagesDir != "" {
 		s.preload = newPreloadDir(f.PreloadImagesDir, engine, p, f.PreloadImageStatusWait, log.WithField("component", "preload"))
 		s.preload.start()
@@ -135,6 +145,7 @@ func (s *Setup) Info() map[string]any {
 // Close stops the sticky pins, then watching the preload directory, and releases the
 // containerd connection.
 func (s *Setup) Close() error {
+	s.stopWatch()
 	s.stopSticky()
 	if s.preload != nil {
 		s.preload.close()
@@ -165,14 +176,19 @@ func (s *Setup) KeepPin(ctx context.Context, ref string) func(context.Context) {
 	return func(context.Context) {}
 }
 
-// ReloadLogged re-reads the pins file (Reload) and logs the outcome: on a bad file
-// the previous pins stay in force.
+// ReloadLogged re-reads the pins files (Reload) on SIGHUP and logs the outcome: on a
+// bad file the previous pins stay in force.
 func (s *Setup) ReloadLogged() {
+	s.reloadLogged("SIGHUP")
+}
+
+// reloadLogged is ReloadLogged for a reason: SIGHUP, or the watcher's.
+func (s *Setup) reloadLogged(why string) {
 	if err := s.Reload(); err != nil {
-		s.log.WithError(err).Error("SIGHUP: pins file not reloaded; the previous pins stay in force")
+		s.log.WithError(err).Error(why + ": pins files not reloaded; the previous pins stay in force")
 		return
 	}
-	s.log.Info("SIGHUP: pins reloaded")
+	s.log.Info(why + ": pins reloaded")
 	if s.sticky != nil {
 		s.sticky.trigger()
 	}

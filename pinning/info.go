@@ -57,7 +57,7 @@ func (p *Pinner) Info() map[string]any {
 }
 
 func (p *Pinner) pinsFileInfo() map[string]any {
-	info := map[string]any{"path": p.cfg.PinsFile, "patterns": []string{}}
+	info := map[string]any{"path": p.cfg.PinsFile, "dir": p.cfg.PinsDir, "patterns": []string{}}
 	if f := p.set.Load().file; f != nil {
 		info["patterns"] = patternTexts(f.patterns)
 		info["loadedAt"] = formatTime(f.loadedAt)
@@ -65,6 +65,7 @@ func (p *Pinner) pinsFileInfo() map[string]any {
 	}
 	if st := p.fileStatus.Load(); st != nil {
 		info["lastAttempt"] = formatTime(st.attemptAt)
+		info["files"] = append([]string{}, st.files...)
 		info["lastError"] = errString(st.err)
 	}
 	return info

@@ -113,7 +113,7 @@ func newPinner(cfg Config, log logrus.FieldLogger, watchedPreload bool, sources 
 	p.set.Store(newMatchSet(r, nil, r.preload))
 	preloaded := cfg.Preloaded
 	p.preloaded.Store(&preloaded)
-	if cfg.PinsFile != "" {
+	if cfg.hasPinsFiles() {
 		p.startFile()
 	}
 	for _, s := range sources {
