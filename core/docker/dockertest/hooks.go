@@ -8,7 +8,8 @@ import "context"
 // signal, or for ctx to end) while the engine changes under it, and a non-nil error it
 // returns fails the call. It sees the caller's ctx, so a test can hold only some calls
 // (those carrying a context value, or those not). nil removes the hook. Supported for
-// Ping, ListImages, InspectImage and ImageFsUsage.
+// Ping, ListImages, InspectImage, ImageFsUsage and RemoveImage (held once the image is
+// gone, as a removal whose answer is still on its way).
 func (f *Fake) SetReplyHook(method string, hook func(ctx context.Context) error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

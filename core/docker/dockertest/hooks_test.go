@@ -65,3 +65,29 @@ func TestReplyHookFailsCalls(t *testing.T) {
 	f.SetDown(true)
 	assert.Check(t, cerrdefs.IsUnavailable(f.Ping(context.Background())))
 }
+
+// A held RemoveImage has already removed the image: other callers find it gone (a
+// second removal is NotFound) before the first one's answer returns.
+func TestReplyHookHoldsARemoval(t *testing.T) {
+	f := dockertest.New()
+	f.AddImage(docker.Image{ID: pauseID, RepoTags: []string{"registry.k8s.io/pause:3.10"}})
+	served, release := make(chan struct{}), make(chan struct{})
+	f.SetReplyHook("RemoveImage", func(context.Context) error {
+		select {
+		case <-served: // the first removal only
+			return nil
+		default:
+		}
+		close(served)
+		<-release
+		return nil
+	})
+	done := make(chan error, 1)
+	go func() { done <- f.RemoveImage(context.Background(), pauseID) }()
+	<-served
+	_, err := f.InspectImage(context.Background(), pauseID)
+	assert.Check(t, cerrdefs.IsNotFound(err), "got %v", err)
+	assert.Check(t, cerrdefs.IsNotFound(f.RemoveImage(context.Background(), pauseID)))
+	close(release)
+	assert.NilError(t, <-done)
+}

@@ -189,7 +189,8 @@ func (f *Fake) PullImage(ctx context.Context, ref string, opts docker.PullOption
 
 // RemoveImage implements docker.Client: the image ref resolves to goes, with all its
 // references.
-func (f *Fake) RemoveImage(ctx context.Context, ref string) error {
+func (f *Fake) RemoveImage(ctx context.Context, ref string) (err error) {
+	defer f.replied(ctx, "RemoveImage", &err)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.check(ctx, "RemoveImage"); err != nil {
