@@ -35,11 +35,15 @@ type ctrdStore interface {
 	ReadBlob(ctx context.Context, digest string, max int64) ([]byte, error)
 	// EnsureLease creates the lease id unless it exists; it never expires.
 	EnsureLease(ctx context.Context, id string) error
-	// LeasedContent lists the content digests the lease id holds.
+	// LeasedContent lists the content digests the lease id holds (none when it does
+	// not exist).
 	LeasedContent(ctx context.Context, id string) ([]string, error)
 	// Lease adds content to the lease id; Release removes it.
 	Lease(ctx context.Context, id, digest string) error
 	Release(ctx context.Context, id, digest string) error
+	// DeleteLease deletes the lease id and lets containerd collect what only it held;
+	// a lease that does not exist is no error.
+	DeleteLease(ctx context.Context, id string) error
 	// ImageEvents streams the namespace's image events until ctx ends or the stream
 	// breaks (the error says why).
 	ImageEvents(ctx context.Context, fn func(ctrdEvent)) error
@@ -210,6 +214,9 @@ func (g *grpcStore) LeasedContent(ctx context.Context, id string) ([]string, err
 	cctx, cancel := g.src.call(ctx)
 	defer cancel()
 	resp, err := g.leases.ListResources(cctx, &leasesapi.ListResourcesRequest{ID: id})
+	if status.Code(err) == codes.NotFound {
+		return nil, nil // no such lease: it holds nothing
+	}
 	if err != nil {
 		return nil, fmt.Errorf("list resources of lease %s: %w", id, err)
 	}
@@ -238,6 +245,16 @@ func (g *grpcStore) Release(ctx context.Context, id, digest string) error {
 	_, err := g.leases.DeleteResource(cctx, &leasesapi.DeleteResourceRequest{ID: id, Resource: &leasesapi.Resource{ID: digest, Type: contentResource}})
 	if err != nil && status.Code(err) != codes.NotFound {
 		return fmt.Errorf("release %s from lease %s: %w", digest, id, err)
+	}
+	return nil
+}
+
+func (g *grpcStore) DeleteLease(ctx context.Context, id string) error {
+	cctx, cancel := g.src.call(ctx)
+	defer cancel()
+	_, err := g.leases.Delete(cctx, &leasesapi.DeleteRequest{ID: id})
+	if err != nil && status.Code(err) != codes.NotFound {
+		return fmt.Errorf("delete lease %s: %w", id, err)
 	}
 	return nil
 }

@@ -180,6 +180,13 @@ func (f *fakeCtrd) Release(_ context.Context, id, d string) error {
 	return nil
 }
 
+func (f *fakeCtrd) DeleteLease(_ context.Context, id string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.leases, id)
+	return nil
+}
+
 func (f *fakeCtrd) ImageEvents(ctx context.Context, _ func(ctrdEvent)) error {
 	<-ctx.Done()
 	return ctx.Err()
