@@ -147,6 +147,18 @@ func (m *Manager) Status(ctx context.Context) error {
 	return err
 }
 
+// Config returns the file and the network name of the CNI configuration in use,
+// loading it as Status does (its plugins and the loopback plugin found in the binary
+// directories), without asking for the pod CIDR, which kubelet sends later: the
+// pre-flight check of a node's flags (cri-dockerd --check-config).
+func (m *Manager) Config(ctx context.Context) (file, name string, err error) {
+	nc, err := m.network(ctx)
+	if err != nil {
+		return "", "", err
+	}
+	return nc.file, nc.list.Name, nil
+}
+
 // SetPodCIDR sets the node's pod CIDR (comma-separated for dual stack), sent to
 // plugins with the ipRanges capability. It implements the CRI UpdateRuntimeConfig; an
 // empty value changes nothing.

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -69,8 +70,16 @@ func mainWith(args []string, stdout, stderr io.Writer, wait engineWait) int {
 		return 0
 	case opts.CheckPinsFile != "":
 		return checkPinsFile(opts.CheckPinsFile, stdout, stderr)
+	case opts.CheckConfig:
+		return checkConfig(&opts, stdout, newEngineProbe)
+	case fs.NArg() == 2 && fs.Arg(0) == "pins" && fs.Arg(1) == "release":
+		if err := opts.Validate(); err != nil {
+			fmt.Fprintf(stderr, "cri-dockerd: invalid configuration:\n%v\n", err)
+			return 2
+		}
+		return pinsRelease(&opts, stdout, stderr)
 	case fs.NArg() > 0:
-		fmt.Fprintf(stderr, "cri-dockerd: unknown command %q\n", fs.Arg(0))
+		fmt.Fprintf(stderr, "cri-dockerd: unknown command %q (the one command is \"pins release\")\n", strings.Join(fs.Args(), " "))
 		return 2
 	}
 	if err := opts.Validate(); err != nil {

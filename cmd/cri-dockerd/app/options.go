@@ -87,6 +87,8 @@ type Options struct {
 
 	// CheckPinsFile, when set, validates that pins file and exits.
 	CheckPinsFile string `json:"-"`
+	// CheckConfig checks the other flags, the files and the engine they name, and exits.
+	CheckConfig bool `json:"-"`
 	// ShowVersion, ShowBuildInfo and ShowHelp print and exit.
 	ShowVersion   bool `json:"-"`
 	ShowBuildInfo bool `json:"-"`
@@ -150,6 +152,7 @@ func (o *Options) flagSet() *pflag.FlagSet {
 	fs.BoolVar(&o.EnablePprof, "enable-pprof", o.EnablePprof, "Serve Go's profiles at /debug/pprof/ on --metrics-address.")
 	addNRIFlags(fs, &o.NRI)
 	fs.StringVar(&o.CheckPinsFile, "check-pins-file", o.CheckPinsFile, "Validate this pins file as SIGHUP would read it, print the result and exit (0: valid; 1: each bad line named). Touches no running daemon.")
+	fs.BoolVar(&o.CheckConfig, "check-config", o.CheckConfig, "Check the flags given with it (the node's own), the pins file and directory, the root directory, the CNI configuration and plugins, and that the engine answers with a supported API; print one line per check and exit (0: no error; 1: an error). Serves nothing, changes nothing: run it before swapping binaries.")
 	fs.BoolVar(&o.ShowVersion, "version", false, "Prints the version of cri-dockerd.")
 	fs.BoolVar(&o.ShowBuildInfo, "buildinfo", false, "Prints the build information about cri-dockerd.")
 	fs.BoolVarP(&o.ShowHelp, "help", "h", false, "Help for cri-dockerd.")
