@@ -264,6 +264,10 @@ func launchBinary(t testing.TB, binary, sockDir string, flags ...string) *shim {
 	if binary == env.binary && !slices.ContainsFunc(flags, func(f string) bool { return strings.HasPrefix(f, "--restore-pinned-images") }) {
 		args = append(args, "--restore-pinned-images=false")
 	}
+	// The host's pins directory (the default, /etc/cri-dockerd/pins.d) is not the tests'.
+	if binary == env.binary && !slices.ContainsFunc(flags, func(f string) bool { return strings.HasPrefix(f, "--pinned-images-dir") }) {
+		args = append(args, "--pinned-images-dir", filepath.Join(dir, "pins.d"))
+	}
 	logf, err := os.Create(s.logPath)
 	assert.NilError(t, err)
 	s.args = args

@@ -73,7 +73,7 @@ func TestPinsFileReloadOnSIGHUP(t *testing.T) {
 	writePins("e2e/sighup-a:1\nnot a [valid pattern\n")
 	reloadUnderLoad()
 	poll.WaitOn(t, func(poll.LogT) poll.Result {
-		if strings.Contains(s.log(t), "pins file not reloaded") {
+		if strings.Contains(s.log(t), "pins files not reloaded") {
 			return poll.Success()
 		}
 		return poll.Continue("reload of the bad file not logged yet")

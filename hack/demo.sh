@@ -46,6 +46,27 @@ demo_image() {
   log "made demo image $tag${*:+ ($*)}"
 }
 
+# DEMO_PINS_WAIT is how long the demo waits for the pins to be known (s).
+DEMO_PINS_WAIT=${DEMO_PINS_WAIT:-120}
+
+# wait_pins CRICTL... — wait until ListImages answers: it refuses (Unavailable) while a pin source
+# cannot tell yet, e.g. the preload archive present at start is still being read. Says why it waits;
+# gives up after DEMO_PINS_WAIT seconds with the last answer and the daemon's log.
+wait_pins() {
+  local deadline=$((SECONDS + DEMO_PINS_WAIT)) err said=""
+  while ! err=$("$@" images -q 2>&1 >/dev/null); do
+    if ((SECONDS >= deadline)); then
+      tail -n 20 "$DEMO_DIR/cri-dockerd.log" >&2
+      die "the pins were not known after ${DEMO_PINS_WAIT}s; ListImages still answers: $err"
+    fi
+    if [[ -z $said ]]; then
+      log "waiting for the pins to be known (ListImages: ${err##*desc = })"
+      said=1
+    fi
+    sleep 0.2
+  done
+}
+
 start() {
   : "${CRI_DOCKERD_BIN:?set CRI_DOCKERD_BIN (make demo does)}"
   ensure_apt jq curl
@@ -60,7 +81,10 @@ start() {
   demo_image dockpin-demo/by-file:1
   demo_image dockpin-demo/team-infra:1 team=infra
   demo_image dockpin-demo/not-pinned:1
-  echo "dockpin-demo/by-file:1   # pins file, re-read on SIGHUP" >"$DEMO_DIR/pins"
+  echo "dockpin-demo/by-file:1   # pins file, re-read when it changes and on SIGHUP" >"$DEMO_DIR/pins"
+  mkdir -p "$DEMO_DIR/pins.d"
+  demo_image dockpin-demo/by-dir:1
+  echo "dockpin-demo/by-dir:1   # a file of the pins directory" >"$DEMO_DIR/pins.d/10-demo"
   mkdir -p "$DEMO_DIR/preload"
   if [[ ! -f $DEMO_DIR/preload/demo.tar ]]; then # an air-gap archive, loaded and pinned at start-up
     demo_image dockpin-demo/preloaded:1
@@ -73,10 +97,12 @@ start() {
     --container-runtime-endpoint "unix://$CRI_SOCK" --docker-endpoint "$HOST" \
     --cri-dockerd-root-directory "$DEMO_DIR/root" --network-plugin "" \
     --pinned-images 'dockpin-demo/by-pattern*' --pinned-image-labels team=infra \
-    --pinned-images-file "$DEMO_DIR/pins" --preload-images-dir "$DEMO_DIR/preload"
+    --pinned-images-file "$DEMO_DIR/pins" --pinned-images-dir "$DEMO_DIR/pins.d" \
+    --preload-images-dir "$DEMO_DIR/preload"
   printf 'runtime-endpoint: unix://%s\nimage-endpoint: unix://%s\ntimeout: 60\n' "$CRI_SOCK" "$CRI_SOCK" >"$DEMO_DIR/crictl.yaml"
   local crictl=("$crictl_dir/crictl" --config "$DEMO_DIR/crictl.yaml")
   wait_for 30 "${crictl[@]}" version || { tail -n 20 "$DEMO_DIR/cri-dockerd.log" >&2; die "cri-dockerd did not start"; }
+  wait_pins "${crictl[@]}"
   echo "\$ crictl images -o json"
   "${crictl[@]}" images -o json
   echo
@@ -87,7 +113,7 @@ start() {
 cri-dockerd is serving on unix://$CRI_SOCK (log: $DEMO_DIR/cri-dockerd.log)
   why is an image pinned:  ${crictl[*]} inspecti -o json dockpin-demo/labelled:1
   pinning state:           ${crictl[*]} info
-  edit $DEMO_DIR/pins, then: kill -HUP \$(cat $CRI_PID)
+  pin one more:            echo dockpin-demo/not-pinned:1 >>$DEMO_DIR/pins.d/10-demo   (applies at once, no signal)
 Stop everything the demo started: make demo-stop
 MSG
 }
