@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # hack/systemd-verify.sh — `systemd-analyze verify` of our units, as systemd on a node would load
 # them, plus the facts a drop-in for upstream's units must keep (socket path, mode, group, fd://
-# activation, Type=notify, SIGHUP on reload). Any warning systemd prints fails the check (verify
-# itself exits 0 on a directive it ignores).
+# activation, Type=notify, SIGHUP on reload), and ours: flags from /etc/default/cri-dockerd or
+# /etc/sysconfig/cri-dockerd ($CRI_DOCKERD_OPTS), the start limit in the form EL7's systemd 219 reads.
+# Any warning systemd prints fails the check (verify itself exits 0 on a directive it ignores).
 # Usage: hack/systemd-verify.sh [ROOT]
 #   no ROOT: the units under packaging/systemd/, with a stub /usr/bin/cri-dockerd in a scratch root;
 #   ROOT:    a package's unpacked tree (usr/bin/cri-dockerd and lib/systemd/system/ or
@@ -51,7 +52,17 @@ expect cri-docker.socket 'SocketGroup=docker'
 expect cri-docker.socket 'PartOf=cri-docker.service'
 expect cri-docker.service 'Type=notify'
 expect cri-docker.service 'Requires=cri-docker.socket'
-expect cri-docker.service 'ExecStart=/usr/bin/cri-dockerd --container-runtime-endpoint fd://'
+# upstream's ExecStart, optionally followed by the operator's flags from an environment file
+# shellcheck disable=SC2016 # a literal $ in the unit
+grep -qxE -- 'ExecStart=/usr/bin/cri-dockerd --container-runtime-endpoint fd://( \$CRI_DOCKERD_OPTS)?' \
+  "$root/etc/systemd/system/cri-docker.service" ||
+  die "cri-docker.service: no line 'ExecStart=/usr/bin/cri-dockerd --container-runtime-endpoint fd://[ \$CRI_DOCKERD_OPTS]'"
 expect cri-docker.service "ExecReload=/bin/kill -s HUP \$MAINPID"
 expect cri-docker.service 'Restart=always'
+# Where the operator's flags come from; both optional, so a node without either file starts.
+expect cri-docker.service 'EnvironmentFile=-/etc/default/cri-dockerd'
+expect cri-docker.service 'EnvironmentFile=-/etc/sysconfig/cri-dockerd'
+# The start limit in [Service] under its old name, which systemd 219 (EL7) also reads.
+[[ $(sed -n '/^\[Service\]/,/^\[/p' "$root/etc/systemd/system/cri-docker.service") == *$'\nStartLimitInterval='* ]] ||
+  die "cri-docker.service: no StartLimitInterval= in [Service]"
 log "systemd units: verified ($units)"
