@@ -11,6 +11,7 @@ set -euo pipefail
 
 : "${CRI_DOCKERD_BIN:?set CRI_DOCKERD_BIN (make bench does)}"
 hack/install-engine.sh >/dev/null
+ensure_docker_cli
 hack/install-tools.sh crictl registry >/dev/null
 # Upstream cri-dockerd's own binary, a backend of the pin proxy: built once, then cached.
 UPSTREAM_CRI_DOCKERD_BIN=$(hack/install-upstream.sh | tail -n1)

@@ -28,6 +28,7 @@ SKIP=Image
 [[ -x $OURS ]] || die "no $OURS (run make build, or set CRI_DOCKERD_BIN)"
 UPSTREAM=${UPSTREAM_CRI_DOCKERD_BIN:-$("$HACK_DIR/install-upstream.sh" | tail -n1)}
 ensure_apt jq
+ensure_docker_cli
 
 # samples DIR... — every sample of the runs in DIRs as {op, ms}: critest's *_benchmark_data.json and the
 # "from scratch" measurement in ginkgo's JSON reports; ops are named by the CRI call they time.

@@ -10,6 +10,7 @@ set -euo pipefail
 
 : "${CRI_DOCKERD_BIN:?set CRI_DOCKERD_BIN to the binary under test}"
 hack/install-engine.sh >/dev/null
+ensure_docker_cli
 hack/install-tools.sh crictl registry >/dev/null
 rev=${PRELOAD_BASELINE_REV-main}
 if [[ -n $rev ]]; then

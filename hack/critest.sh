@@ -61,7 +61,7 @@ build() {
 
 images() {
   ensure_apt jq curl
-  command -v docker >/dev/null || die "needs the docker CLI on PATH"
+  ensure_docker_cli
   [[ -x $CITOOL && -x $REGPROXY ]] || build
   "$HACK_DIR/install-engine.sh" >/dev/null
   "$HACK_DIR/install-tools.sh" registry crictl >/dev/null

@@ -70,7 +70,7 @@ wait_pins() {
 start() {
   : "${CRI_DOCKERD_BIN:?set CRI_DOCKERD_BIN (make demo does)}"
   ensure_apt jq curl
-  command -v docker >/dev/null 2>&1 || die "the demo needs the docker CLI on PATH"
+  ensure_docker_cli
   mkdir -p "$DEMO_DIR"
   local crictl_dir
   crictl_dir=$("$HACK_DIR/install-tools.sh" crictl | tail -n1)

@@ -11,7 +11,7 @@ set -euo pipefail
 : "${CRI_DOCKERD_BIN:?set CRI_DOCKERD_BIN to the binary under test (make e2e does)}"
 stores=${E2E_STORES:-classic containerd}
 ensure_apt jq curl
-command -v docker >/dev/null 2>&1 || die "the e2e suite drives the engine with the docker CLI; none on PATH"
+ensure_docker_cli
 hack/install-engine.sh >/dev/null
 hack/install-tools.sh crictl registry >/dev/null
 # Upstream cri-dockerd's own binary, for the swap tests (TestSwap*): built once, then cached.

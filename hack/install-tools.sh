@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
 # hack/install-tools.sh — build (or reuse) crictl, registry, golangci-lint, govulncheck and indexdb
-# (golang.org/x/vulndb's builder of an offline vulnerability database) into TOOLS_BIN.
+# (golang.org/x/vulndb's builder of an offline vulnerability database) into TOOLS_BIN; and, asked by
+# name (ensure_docker_cli in lib.sh, on a machine without one), the docker CLI.
 # A tool is reused only if `go version -m` shows it was built from the pinned module version,
 # so bumping a *_VERSION in lib.sh rebuilds it. Prints TOOLS_BIN as its last line.
-# Usage: hack/install-tools.sh [crictl|registry|golangci-lint|govulncheck|indexdb|all]...
-#        (default all; FORCE=1 rebuilds)
+# Usage: hack/install-tools.sh [crictl|registry|golangci-lint|govulncheck|indexdb|docker|all]...
+#        (default all, which leaves out docker; FORCE=1 rebuilds)
 set -euo pipefail
 # shellcheck source=hack/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-usage() { echo "usage: $0 [crictl|registry|golangci-lint|govulncheck|indexdb|all]..." >&2; exit 2; }
+usage() { echo "usage: $0 [crictl|registry|golangci-lint|govulncheck|indexdb|docker|all]..." >&2; exit 2; }
 
 # package_of TOOL — "module package-path version" to go install for TOOL.
 package_of() {
@@ -38,18 +39,52 @@ install_tool() {
   GOBIN=$TOOLS_BIN timed go install "$pkg@$version"
 }
 
+# install_docker_cli — the docker CLI at DOCKER_CLI_VERSION. github.com/docker/cli has no go.mod (its
+# vendor.mod plays that part, and the module proxy's zip has no vendor/), so `go install` cannot build
+# it: its source is copied, vendor.mod becomes go.mod, and it builds in module mode. swarmkit v2.1.3,
+# which vendor.mod asks for, is refused by the module proxy; the pseudo-version the moby v2 module
+# builds with (same API) takes its place.
+install_docker_cli() {
+  local work dir version=${DOCKER_CLI_VERSION#v}
+  version=${version%+incompatible}
+  if [[ -z ${FORCE:-} && -x $TOOLS_BIN/docker ]] &&
+    "$TOOLS_BIN/docker" --version 2>/dev/null | grep -qF "version $version,"; then
+    log "docker CLI $DOCKER_CLI_VERSION cached"
+    return
+  fi
+  log "building the docker CLI $DOCKER_CLI_VERSION"
+  ensure_apt jq
+  dir=$(go mod download -json "github.com/docker/cli@$DOCKER_CLI_VERSION" | jq -r '.Dir // empty')
+  [[ -d $dir ]] || die "go mod download github.com/docker/cli@$DOCKER_CLI_VERSION failed"
+  work=$(mktemp -d)
+  cp -R "$dir/." "$work/"
+  chmod -R u+w "$work"
+  (
+    cd "$work"
+    rm -rf vendor
+    cp vendor.mod go.mod
+    cp vendor.sum go.sum
+    go mod edit -replace="github.com/moby/swarmkit/v2=github.com/moby/swarmkit/v2@$DOCKER_CLI_SWARMKIT"
+    CGO_ENABLED=0 GOFLAGS="$GOFLAGS -mod=mod" timed go build -trimpath \
+      -ldflags "-X github.com/docker/cli/cli/version.Version=$version" -o "$TOOLS_BIN/docker" ./cmd/docker
+  ) || { rm -rf "$work"; die "building the docker CLI failed"; }
+  rm -rf "$work"
+}
+
 main() {
   local tools=() t t0=$SECONDS
   (($#)) || set -- all
   for t in "$@"; do
     case $t in
       all) tools+=(crictl registry golangci-lint govulncheck indexdb) ;;
-      crictl | registry | golangci-lint | govulncheck | indexdb) tools+=("$t") ;;
+      crictl | registry | golangci-lint | govulncheck | indexdb | docker) tools+=("$t") ;;
       *) usage ;;
     esac
   done
   mkdir -p "$TOOLS_BIN"
-  for t in "${tools[@]}"; do install_tool "$t"; done
+  for t in "${tools[@]}"; do
+    if [[ $t == docker ]]; then install_docker_cli; else install_tool "$t"; fi
+  done
   log "install-tools took $((SECONDS - t0))s"
   echo "$TOOLS_BIN"
 }
