@@ -6,7 +6,7 @@ export PATH := /usr/local/go/bin:$(PATH)
 
 BIN       := _output/cri-dockerd
 # The version is upstream's release (cmd/cri-dockerd/app/version.go) + semver build metadata:
-# dockpin.<commit count>.g<short commit>[.dirty], so that dpkg and rpm order our builds (README, "Versions").
+# dockpin.<commit count>.g<short commit>[.dirty], so that dpkg and rpm order our builds (docs/compatibility.md, "Versions").
 COMMIT    ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 BUILD_META ?= $(shell n=$$(git rev-list --count HEAD 2>/dev/null) && \
                 echo "dockpin.$$n.g$$(git rev-parse --short=7 HEAD)$$(git diff --quiet HEAD -- 2>/dev/null || echo .dirty)" || \

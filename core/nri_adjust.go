@@ -17,7 +17,7 @@ import (
 // adjustSpec returns spec with the NRI plugins' merged adjustment applied: the
 // engine's container config as the plugins want it. What Docker Engine cannot
 // express is refused as a whole (FailedPrecondition, naming each such adjustment)
-// rather than dropped; README's NRI table lists both.
+// rather than dropped; the NRI table of docs/compatibility.md lists both.
 func adjustSpec(spec docker.ContainerSpec, adj *nriapi.ContainerAdjustment) (docker.ContainerSpec, error) {
 	if adj == nil {
 		return spec, nil

@@ -632,7 +632,7 @@ func (n *node) startSwapPod(t *testing.T, name string, others []swapSnapshot) sw
 // sandbox, IP, containers, restart counts), its log keeps growing, and a new pod starts. Then
 // upstream replaces ours again, with the pod ours started and upstream's first one; kubelet keeps
 // both, and a new pod starts. Upstream links a container's log path to the engine's log only when
-// it starts the container (README): after the swap back, the logs of containers ours started stop
+// it starts the container (docs/compatibility.md): after the swap back, the logs of containers ours started stop
 // growing until they restart, so there only the restarted containers' logs are checked.
 func TestNodeSwap(t *testing.T) {
 	up := upstreamBinary(t)

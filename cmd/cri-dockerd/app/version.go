@@ -9,7 +9,7 @@ import (
 
 // upstreamRelease is the newest upstream cri-dockerd release this binary is a drop-in for.
 // Our version is this release plus semver build metadata naming our build
-// (README, "Versions"): semver ranks it equal to the release, dpkg and rpm above it.
+// (docs/compatibility.md, "Versions"): semver ranks it equal to the release, dpkg and rpm above it.
 const upstreamRelease = "0.4.3"
 
 // Set at link time (Makefile): -X github.com/dockpin/cri-dockerd/cmd/cri-dockerd/app.build=dockpin.<commits>.g<commit>
