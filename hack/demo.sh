@@ -103,6 +103,8 @@ start() {
   local crictl=("$crictl_dir/crictl" --config "$DEMO_DIR/crictl.yaml")
   wait_for 30 "${crictl[@]}" version || { tail -n 20 "$DEMO_DIR/cri-dockerd.log" >&2; die "cri-dockerd did not start"; }
   wait_pins "${crictl[@]}"
+  # The archive's pins are known once its manifest is read; ImageStatus waits (bounded) for its load.
+  "${crictl[@]}" inspecti dockpin-demo/preloaded:1 >/dev/null || log "the preload archive is not loaded yet (see $DEMO_DIR/cri-dockerd.log)"
   echo "\$ crictl images -o json"
   "${crictl[@]}" images -o json
   echo
