@@ -115,7 +115,7 @@ bench-lifecycle: build ## critest lifecycle latencies, ours beside upstream cri-
 
 .PHONY: bench
 bench: build ## Go benchmarks (ListImages, pin matching) and e2e crictl timings with 1,000 images
-	go test -run '^$$' -bench . -benchmem -count=5 ./core/ ./pinning/ ./proxy/
+	go test -run '^$$' -bench . -benchmem -count=5 ./core/ ./pinning/ ./pinproxy/
 	CRI_DOCKERD_BIN=$(CURDIR)/$(BIN) hack/bench-e2e.sh
 
 .PHONY: demo

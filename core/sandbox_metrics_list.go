@@ -9,7 +9,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/dockpin/cri-dockerd/core/docker"
-	"github.com/dockpin/cri-dockerd/core/metrics"
+	"github.com/dockpin/cri-dockerd/core/stats"
 )
 
 // ListPodSandboxMetrics reports the metrics of every ready sandbox: the counters of
@@ -87,7 +87,7 @@ func (s *Service) podSandboxMetrics(ctx context.Context, sb docker.Container, md
 	log := s.logger(ctx)
 	out := &runtimeapi.PodSandboxMetrics{PodSandboxId: sb.ID, Metrics: []*runtimeapi.Metric{}, ContainerMetrics: []*runtimeapi.ContainerMetrics{}}
 	if d.NetworkMode != modeHost {
-		pod := metrics.Target{
+		pod := stats.Target{
 			ContainerID: sb.ID, ContainerName: sandboxName, Name: sb.Name, Image: sb.Image,
 			PodName: md.GetName(), PodNamespace: md.GetNamespace(), Pid: d.Pid,
 		}
@@ -125,24 +125,24 @@ func (s *Service) podSandboxMetrics(ctx context.Context, sb docker.Container, md
 
 // metricsTarget describes container c of pod for the collector; NotFound when it
 // is not (or no longer) a running kubernetes container.
-func (s *Service) metricsTarget(ctx context.Context, c docker.Container, pod *runtimeapi.PodSandboxMetadata, fsPath string) (metrics.Target, error) {
+func (s *Service) metricsTarget(ctx context.Context, c docker.Container, pod *runtimeapi.PodSandboxMetadata, fsPath string) (stats.Target, error) {
 	md, err := containerMetadata(c)
 	if err != nil {
 		s.logger(ctx).WithError(err).Debug("skipping container with a foreign name")
-		return metrics.Target{}, fmt.Errorf("container %s has a foreign name: %w", c.ID, cerrdefs.ErrNotFound)
+		return stats.Target{}, fmt.Errorf("container %s has a foreign name: %w", c.ID, cerrdefs.ErrNotFound)
 	}
 	d, err := s.docker.InspectContainer(ctx, c.ID)
 	if err != nil {
-		return metrics.Target{}, fmt.Errorf("inspect container %s: %w", c.ID, err)
+		return stats.Target{}, fmt.Errorf("inspect container %s: %w", c.ID, err)
 	}
 	if d.State != docker.StateRunning || d.Pid <= 0 {
-		return metrics.Target{}, fmt.Errorf("container %s is not running: %w", c.ID, cerrdefs.ErrNotFound)
+		return stats.Target{}, fmt.Errorf("container %s is not running: %w", c.ID, cerrdefs.ErrNotFound)
 	}
 	r := d.Resources
-	t := metrics.Target{
+	t := stats.Target{
 		ContainerID: c.ID, ContainerName: md.GetName(), Name: c.Name, Image: c.Image,
 		PodName: pod.GetName(), PodNamespace: pod.GetNamespace(), Pid: d.Pid, StartedAt: d.StartedAt,
-		Spec: metrics.Limits{
+		Spec: stats.Limits{
 			CPUPeriod: r.CPUPeriod, CPUQuota: r.CPUQuota, CPUShares: r.CPUShares,
 			MemoryLimit: r.MemoryLimit, MemorySwap: r.MemorySwap,
 		},

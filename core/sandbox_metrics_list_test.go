@@ -11,7 +11,7 @@ import (
 	"gotest.tools/v3/assert"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/dockpin/cri-dockerd/core/metrics"
+	"github.com/dockpin/cri-dockerd/core/stats"
 )
 
 // rtMetricsHost is a fake host tree (cgroup v2) for the metrics collector: the
@@ -27,7 +27,7 @@ func newRTMetrics(t *testing.T, env *rtEnv) *rtMetricsHost {
 	h.write(t, "sys/fs/cgroup/cgroup.controllers", "cpu io memory pids\n")
 	// The engine's data root, on whatever filesystem the temp dir is.
 	assert.NilError(t, os.MkdirAll(filepath.Join(h.root, env.dockerRoot), 0o755))
-	env.svc.deps.Metrics = metrics.NewCollector(h.root)
+	env.svc.deps.Metrics = stats.NewCollector(h.root)
 	return h
 }
 
@@ -60,7 +60,7 @@ func (h *rtMetricsHost) addProcess(t *testing.T, id string, pid int, cpuUsec uin
 func rtMetricsByName(t *testing.T, ms []*runtimeapi.Metric) map[string]*runtimeapi.Metric {
 	t.Helper()
 	keys := map[string]int{}
-	for _, d := range metrics.Descriptors() {
+	for _, d := range stats.Descriptors() {
 		keys[d.GetName()] = len(d.GetLabelKeys())
 	}
 	out := map[string]*runtimeapi.Metric{}
@@ -85,7 +85,7 @@ func TestListMetricDescriptors(t *testing.T) {
 	newRTMetrics(t, env)
 	resp, err := env.svc.ListMetricDescriptors(context.Background(), &runtimeapi.ListMetricDescriptorsRequest{})
 	assert.NilError(t, err)
-	assert.Equal(t, len(resp.Descriptors), len(metrics.Descriptors()))
+	assert.Equal(t, len(resp.Descriptors), len(stats.Descriptors()))
 	for _, d := range resp.Descriptors {
 		assert.Check(t, d.GetHelp() != "" && len(d.GetLabelKeys()) > 0, d.GetName())
 	}

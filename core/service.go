@@ -10,7 +10,7 @@ import (
 	"github.com/dockpin/cri-dockerd/core/checkpoint"
 	"github.com/dockpin/cri-dockerd/core/docker"
 	"github.com/dockpin/cri-dockerd/core/logs"
-	"github.com/dockpin/cri-dockerd/core/metrics"
+	"github.com/dockpin/cri-dockerd/core/stats"
 	"github.com/dockpin/cri-dockerd/logctx"
 	"github.com/dockpin/cri-dockerd/pinning"
 )
@@ -86,13 +86,13 @@ type Deps struct {
 }
 
 // MetricsCollector reads the CRI metrics of containers and pods (implemented by
-// metrics.Collector).
+// stats.Collector).
 type MetricsCollector interface {
 	Descriptors() []*runtimeapi.MetricDescriptor
 	// Collect returns a container's metrics; NotFound when its process is gone.
-	Collect(t metrics.Target, now time.Time) ([]*runtimeapi.Metric, error)
+	Collect(t stats.Target, now time.Time) ([]*runtimeapi.Metric, error)
 	// PodNetwork returns the network counters of a pod's namespace.
-	PodNetwork(t metrics.Target, now time.Time) ([]*runtimeapi.Metric, error)
+	PodNetwork(t stats.Target, now time.Time) ([]*runtimeapi.Metric, error)
 }
 
 // Checkpoints stores sandbox checkpoints (implemented by checkpoint.Store).

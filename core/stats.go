@@ -11,7 +11,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/dockpin/cri-dockerd/core/docker"
-	"github.com/dockpin/cri-dockerd/core/metrics"
+	"github.com/dockpin/cri-dockerd/core/stats"
 )
 
 // containerStats samples a container; a container that is not running gets its
@@ -91,7 +91,7 @@ func podNetworkUsage(pid int, now time.Time) (*runtimeapi.NetworkUsage, error) {
 		return nil, fmt.Errorf("read pod network counters: %w", err)
 	}
 	usage := &runtimeapi.NetworkUsage{Timestamp: now.UnixNano()}
-	for _, i := range metrics.ParseNetDev(b) {
+	for _, i := range stats.ParseNetDev(b) {
 		iface := &runtimeapi.NetworkInterfaceUsage{
 			Name:     i.Name,
 			RxBytes:  &runtimeapi.UInt64Value{Value: i.RxBytes},

@@ -21,12 +21,12 @@ import (
 	"github.com/dockpin/cri-dockerd/core/docker"
 	"github.com/dockpin/cri-dockerd/core/imagecache"
 	"github.com/dockpin/cri-dockerd/core/logs"
-	"github.com/dockpin/cri-dockerd/core/metrics"
 	"github.com/dockpin/cri-dockerd/core/network"
 	"github.com/dockpin/cri-dockerd/core/nri"
+	"github.com/dockpin/cri-dockerd/core/stats"
 	"github.com/dockpin/cri-dockerd/core/streaming"
+	"github.com/dockpin/cri-dockerd/metrics"
 	"github.com/dockpin/cri-dockerd/pinning"
-	"github.com/dockpin/cri-dockerd/telemetry"
 )
 
 // logRecordsDir is where, below --cri-dockerd-root-directory, the log file chosen for
@@ -160,7 +160,7 @@ func run(opts *Options, log *logrus.Logger, hup <-chan os.Signal, wait engineWai
 		ImageVolumeSubpaths:       v.APIAtLeast("1.51"),
 		RefusePinnedRemoval:       opts.RestorePinnedImages,
 	}
-	deps := core.Deps{Pins: pins, Checkpoints: checkpoints, Metrics: metrics.NewCollector("/"), Log: log}
+	deps := core.Deps{Pins: pins, Checkpoints: checkpoints, Metrics: stats.NewCollector("/"), Log: log}
 	if opts.NetworkPlugin != "" { // "cni": Validate refused anything else
 		nw, err := network.New(opts.networkConfig(), log.WithField("component", "cni"))
 		if err != nil {
@@ -214,14 +214,14 @@ func run(opts *Options, log *logrus.Logger, hup <-chan os.Signal, wait engineWai
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", opts.RuntimeEndpoint, err)
 	}
-	metrics, err := serveMetrics(opts, watched{pins: pins, cache: images.cache, streams: streams, logs: logCopier}, log)
+	served, err := serveMetrics(opts, watched{pins: pins, cache: images.cache, streams: streams, logs: logCopier}, log)
 	if err != nil {
 		return err
 	}
-	if metrics != nil {
-		defer func() { _ = metrics.server.Close() }()
+	if served != nil {
+		defer func() { _ = served.server.Close() }()
 	}
-	srv := newGRPCServer(svc, log, opts.requestTimeout(), metrics.registry())
+	srv := newGRPCServer(svc, log, opts.requestTimeout(), served.registry())
 	log.WithField("endpoint", opts.RuntimeEndpoint).Info("serving the CRI")
 	failed := make(chan error, 1)
 	// Without the streaming server every exec, attach and port-forward would fail.
@@ -233,12 +233,12 @@ func run(opts *Options, log *logrus.Logger, hup <-chan os.Signal, wait engineWai
 
 // servedMetrics is the metrics registry and the server serving it on --metrics-address.
 type servedMetrics struct {
-	metrics *telemetry.Metrics
-	server  *telemetry.Server
+	metrics *metrics.Metrics
+	server  *metrics.Server
 }
 
 // registry is the metrics to instrument the gRPC server with; nil when metrics are off.
-func (m *servedMetrics) registry() *telemetry.Metrics {
+func (m *servedMetrics) registry() *metrics.Metrics {
 	if m == nil {
 		return nil
 	}
@@ -247,13 +247,13 @@ func (m *servedMetrics) registry() *telemetry.Metrics {
 
 // watched are the parts whose state the metrics show.
 type watched struct {
-	pins telemetry.PinHealth
+	pins metrics.PinHealth
 	// cache is nil with --image-cache=false.
-	cache telemetry.ImageCacheStats
+	cache metrics.ImageCacheStats
 	// streams and logs are nil in the pin proxy, which forwards streaming and container
 	// creation to its backend.
-	streams telemetry.OpenSessions
-	logs    telemetry.LogStats
+	streams metrics.OpenSessions
+	logs    metrics.LogStats
 }
 
 // serveMetrics serves the metrics (and pprof) on --metrics-address; nil when it is not set.
@@ -261,7 +261,7 @@ func serveMetrics(opts *Options, w watched, log logrus.FieldLogger) (*servedMetr
 	if opts.MetricsAddress == "" {
 		return nil, nil
 	}
-	m := telemetry.New(telemetry.Build{Version: versionString(), Commit: shortCommit(), UpstreamRelease: upstreamRelease})
+	m := metrics.New(metrics.Build{Version: versionString(), Commit: shortCommit(), UpstreamRelease: upstreamRelease})
 	m.WatchPins(w.pins)
 	if w.cache != nil {
 		m.WatchImageCache(w.cache)
@@ -272,7 +272,7 @@ func serveMetrics(opts *Options, w watched, log logrus.FieldLogger) (*servedMetr
 	if w.logs != nil {
 		m.WatchLogs(w.logs)
 	}
-	srv, err := telemetry.Listen(opts.MetricsAddress, m, opts.EnablePprof, log.WithField("component", "metrics"))
+	srv, err := metrics.Listen(opts.MetricsAddress, m, opts.EnablePprof, log.WithField("component", "metrics"))
 	if err != nil {
 		return nil, fmt.Errorf("--metrics-address %s: %w", opts.MetricsAddress, err)
 	}
@@ -288,7 +288,7 @@ type engineImages struct {
 	info func() any
 	stop func()
 	// cache is the image cache, for metrics; nil when --image-cache=false.
-	cache telemetry.ImageCacheStats
+	cache metrics.ImageCacheStats
 }
 
 func imageClient(opts *Options, engine docker.Client, log logrus.FieldLogger) engineImages {

@@ -48,11 +48,11 @@ func pinsRelease(opts *Options, stdout, stderr io.Writer) int {
 }
 
 func printReleased(w io.Writer, r pinning.Released) {
-	switch {
-	case r.Store == "classic":
+	switch r.Store {
+	case "classic":
 		fmt.Fprintln(w, "classic image store: pinning holds nothing in the engine")
 		return
-	case r.Store == "":
+	case "":
 		return
 	}
 	if r.Lease != "" {

@@ -10,7 +10,7 @@ import (
 
 	"github.com/dockpin/cri-dockerd/core/docker"
 	"github.com/dockpin/cri-dockerd/pinning"
-	"github.com/dockpin/cri-dockerd/proxy"
+	"github.com/dockpin/cri-dockerd/pinproxy"
 )
 
 // runProxy serves the CRI on --container-runtime-endpoint as the pin proxy in front of
@@ -18,13 +18,13 @@ import (
 func runProxy(opts *Options, engine docker.Client, pins *pinning.Setup, log *logrus.Logger, hup <-chan os.Signal) error {
 	images := imageClient(opts, engine, log)
 	defer images.stop()
-	conn, err := proxy.Dial(opts.PinProxyBackend)
+	conn, err := pinproxy.Dial(opts.PinProxyBackend)
 	if err != nil {
 		return fmt.Errorf("--pin-proxy-backend %s: %w", opts.PinProxyBackend, err)
 	}
 	defer func() { _ = conn.Close() }()
 	conn.Connect() // start connecting now: the first RPC need not wait for it
-	p := proxy.New(conn, pins, engineLabels{images.client}, log.WithField("component", "proxy"))
+	p := pinproxy.New(conn, pins, engineLabels{images.client}, log.WithField("component", "proxy"))
 
 	ep, _ := parseEndpoint(opts.RuntimeEndpoint) // validated before
 	lis, err := listen(ep)
@@ -36,12 +36,12 @@ func runProxy(opts *Options, engine docker.Client, pins *pinning.Setup, log *log
 	// request timeout: the caller's deadline travels to the backend.
 	ic := &interceptor{log: log, timeout: opts.requestTimeout()}
 	streams := []grpc.StreamServerInterceptor{ic.stream}
-	metrics, err := serveMetrics(opts, watched{pins: pins, cache: images.cache}, log)
+	served, err := serveMetrics(opts, watched{pins: pins, cache: images.cache}, log)
 	if err != nil {
 		return err
 	}
-	if m := metrics.registry(); m != nil {
-		defer func() { _ = metrics.server.Close() }()
+	if m := served.registry(); m != nil {
+		defer func() { _ = served.server.Close() }()
 		_, counted := m.Instrument()
 		streams = append([]grpc.StreamServerInterceptor{counted}, streams...)
 	}

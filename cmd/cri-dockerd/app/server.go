@@ -23,7 +23,7 @@ import (
 
 	"github.com/dockpin/cri-dockerd/core"
 	"github.com/dockpin/cri-dockerd/logctx"
-	"github.com/dockpin/cri-dockerd/telemetry"
+	"github.com/dockpin/cri-dockerd/metrics"
 )
 
 // maxMsgSize is the gRPC message limit each way, as upstream (16 MiB).
@@ -138,12 +138,12 @@ var _ criServer = (*core.Service)(nil)
 // newGRPCServer returns a server with both CRI services registered; with metrics (not
 // nil), every RPC is counted and timed, outside our interceptor so that the code counted
 // is the one the client gets.
-func newGRPCServer(svc criServer, log logrus.FieldLogger, timeout time.Duration, metrics *telemetry.Metrics) *grpc.Server {
+func newGRPCServer(svc criServer, log logrus.FieldLogger, timeout time.Duration, prom *metrics.Metrics) *grpc.Server {
 	ic := &interceptor{log: log, timeout: timeout}
 	unary := []grpc.UnaryServerInterceptor{ic.unary}
 	stream := []grpc.StreamServerInterceptor{ic.stream}
-	if metrics != nil {
-		u, s := metrics.Instrument()
+	if prom != nil {
+		u, s := prom.Instrument()
 		unary = append([]grpc.UnaryServerInterceptor{u}, unary...)
 		stream = append([]grpc.StreamServerInterceptor{s}, stream...)
 	}
@@ -155,8 +155,8 @@ func newGRPCServer(svc criServer, log logrus.FieldLogger, timeout time.Duration,
 	)
 	runtimeapi.RegisterRuntimeServiceServer(srv, svc)
 	runtimeapi.RegisterImageServiceServer(srv, svc)
-	if metrics != nil {
-		metrics.Initialize(srv)
+	if prom != nil {
+		prom.Initialize(srv)
 	}
 	return srv
 }

@@ -23,7 +23,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/dockpin/cri-dockerd/logctx"
-	"github.com/dockpin/cri-dockerd/telemetry"
+	"github.com/dockpin/cri-dockerd/metrics"
 )
 
 func TestInterceptorConvertsErrdefsOnce(t *testing.T) {
@@ -200,7 +200,7 @@ func handled(t *testing.T, reg prometheus.Gatherer, method, code string) float64
 // client got, after our interceptor's recovery and conversion (a panic counts as Internal).
 func TestServerCountsRPCs(t *testing.T) {
 	log, _ := logtest.NewNullLogger()
-	m := telemetry.New(telemetry.Build{})
+	m := metrics.New(metrics.Build{})
 	conn := serveBuf(t, newGRPCServer(panicky{}, log, time.Minute, m))
 	images := runtimeapi.NewImageServiceClient(conn)
 	runtime := runtimeapi.NewRuntimeServiceClient(conn)

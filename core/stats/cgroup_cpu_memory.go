@@ -1,4 +1,4 @@
-package metrics
+package stats
 
 // cpu emits CPU usage and CFS throttling.
 func (cg *cgroup) cpu(e *emitter) {

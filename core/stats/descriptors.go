@@ -1,4 +1,4 @@
-package metrics
+package stats
 
 import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"

@@ -1,9 +1,9 @@
-// Package telemetry is the daemon's Prometheus metrics: one registry, made by New and passed
+// Package metrics is the daemon's Prometheus metrics: one registry, made by New and passed
 // around (never the global default one), with per-RPC counts and latency histograms by method
 // and code from go-grpc-middleware's Prometheus provider, pinning's state, build information,
 // and the Go runtime and process collectors; Listen serves it, and /debug/pprof/ when asked, on
 // --metrics-address.
-package telemetry
+package metrics
 
 import (
 	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
