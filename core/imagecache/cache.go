@@ -260,7 +260,9 @@ func (c *Cache) apply(ctx context.Context, ev docker.ImageEvent) error {
 	}
 	ctx, cancel := c.bounded(ctx)
 	defer cancel()
-	if _, err := c.refresh(ctx, ev.ID, true, write{event: true}); err != nil && !cerrdefs.IsNotFound(err) {
+	start := c.idx.begin() // its inspects' answers lose to removals later reads saw
+	defer c.idx.end(start)
+	if _, err := c.refresh(ctx, ev.ID, true, write{event: true, start: start}); err != nil && !cerrdefs.IsNotFound(err) {
 		return fmt.Errorf("refreshing image %s after its %s event: %w", ev.ID, ev.Action, err)
 	}
 	return nil

@@ -49,20 +49,25 @@ func (c *Cache) PullImage(ctx context.Context, ref string, opts docker.PullOptio
 	return nil
 }
 
-// RemoveImage removes, then refreshes the image so the next list reflects it.
+// RemoveImage removes, then refreshes the image so the next list reflects it. So it
+// does when the engine answers NotFound: another call removed the image first (several
+// RemoveImage of one image at once: those that lost the race get NotFound, which the
+// CRI's RemoveImage answers as success, before the one that won has returned and
+// before the delete's events are applied). That error is returned, after the refresh.
 func (c *Cache) RemoveImage(ctx context.Context, ref string) error {
 	id := ref
 	if f, ok := c.idx.resolve(ref); ok {
 		id = f.id
 	}
-	if err := c.Client.RemoveImage(ctx, ref); err != nil {
+	err := c.Client.RemoveImage(ctx, ref)
+	if err != nil && !cerrdefs.IsNotFound(err) {
 		return err
 	}
 	c.imagesChanged()
-	if _, err := c.refreshFor(ctx, id); err != nil && !cerrdefs.IsNotFound(err) {
-		return err
+	if _, rerr := c.refreshFor(ctx, id); rerr != nil && !cerrdefs.IsNotFound(rerr) {
+		return rerr
 	}
-	return nil
+	return err
 }
 
 // refreshFor refreshes an image for a request: what the engine answers loses to

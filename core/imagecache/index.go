@@ -18,16 +18,17 @@ type entry struct {
 	inspected *docker.Image
 	names     []string // normalised tags and digests of both views
 	seq       uint64   // the sequence number the views are as of (see index)
+	read      uint64   // when the read they came from started: seq, or before it for the event loop's
 }
 
 // write is where what is written to the index comes from. The event loop's writes
-// always apply: each follows the event it refreshes for, in the engine's order. A
-// read's (a full list, an inspect made for a request) started at sequence number
-// start, and the engine may have answered it before a change whose event the index
-// applied since; see index.
+// apply but for a removal a later read saw (see index): each follows the event it
+// refreshes for, in the engine's order. A read's (a full list, an inspect made for a
+// request) started at sequence number start, and the engine may have answered it
+// before a change whose event the index applied since; see index.
 type write struct {
 	event bool
-	start uint64 // from begin, when not event
+	start uint64 // from begin: when the read behind the write started (the event loop's too)
 }
 
 // claim is the image a name was last written with, as of seq.
@@ -40,8 +41,17 @@ type claim struct {
 // read takes one when it starts (begin), an event-loop write when it is applied. A
 // read that started at s loses to what the index holds as of a later number, for the
 // IDs (entries, removals) and the names (tags, digests) that write named, so that no
-// answer the engine gave before an applied event undoes it. Removals and claims are
-// kept only while a read that started before them is in flight (end).
+// answer the engine gave before an applied event undoes it.
+//
+// Removals are ordered by when their reads started, the event loop's too: the engine
+// answered NotFound to a read that started after the event loop's inspect did, so that
+// inspect's answer may be older than the removal and loses to it (applied after the
+// removal, it is dropped; applied before, the removal still drops the entry it wrote).
+// A RemoveImage that returned has seen its image gone; no answer from before may show
+// it again. Should the image be back in the engine, its event follows (the event loop
+// refreshes it again) and so does the resync that settles every burst of events.
+// Removals and claims are kept only while a read that started before them is in
+// flight (end).
 type index struct {
 	mu       sync.RWMutex
 	seq      uint64
@@ -103,6 +113,13 @@ func (x *index) newer(id string, start uint64) bool {
 	if e, ok := x.byID[id]; ok && e.seq > start {
 		return true
 	}
+	return x.removedSince(id, start)
+}
+
+// removedSince tells whether a read that started after start saw the image with this
+// ID gone: the answer of a read started at start may be older (see index). Caller
+// holds mu.
+func (x *index) removedSince(id string, start uint64) bool {
 	return x.removed[id] > start
 }
 
@@ -139,8 +156,8 @@ func (x *index) put(id string, e *entry) {
 	}
 }
 
-func newEntry(listed, inspected *docker.Image, seq uint64) *entry {
-	e := &entry{listed: listed, inspected: inspected, seq: seq}
+func newEntry(listed, inspected *docker.Image, seq, read uint64) *entry {
+	e := &entry{listed: listed, inspected: inspected, seq: seq, read: read}
 	for _, img := range []*docker.Image{listed, inspected} {
 		if img == nil {
 			continue
@@ -174,7 +191,7 @@ func (x *index) replace(imgs []docker.Image, start uint64) bool {
 		if old, ok := x.byID[img.ID]; ok && old.listed != nil && sameRefs(*old.listed, *img) {
 			inspected = x.strip(old.inspected, start) // unchanged: keep the details already fetched
 		}
-		next[img.ID] = newEntry(img, inspected, start)
+		next[img.ID] = newEntry(img, inspected, start, start)
 	}
 	for id, e := range x.byID {
 		if e.seq > start {
@@ -201,10 +218,24 @@ func (x *index) upsert(listed *docker.Image, inspected docker.Image, w write) (t
 		}
 		listed, inspected = x.strip(listed, w.start), *x.strip(&inspected, w.start)
 	}
-	e := newEntry(listed, &inspected, x.stamp(w))
+	e := newEntry(listed, &inspected, 0, w.start)
+	shares := func(other *entry) bool {
+		return slices.ContainsFunc(other.names, func(n string) bool { return slices.Contains(e.names, n) })
+	}
+	if w.event && x.removedSince(inspected.ID, w.start) {
+		// An answer from before the image was seen gone: dropped. The images that
+		// share its names are still refreshed, as the event may have moved one.
+		for id, other := range x.byID {
+			if id != inspected.ID && shares(other) {
+				touched = append(touched, id)
+			}
+		}
+		return touched, false
+	}
+	e.seq = x.stamp(w)
 	var taken map[string]bool
 	for id, other := range x.byID {
-		if id != inspected.ID && slices.ContainsFunc(other.names, func(n string) bool { return slices.Contains(e.names, n) }) {
+		if id != inspected.ID && shares(other) {
 			touched = append(touched, id)
 			if other.seq <= e.seq {
 				// A tag or digest names one image: until the caller refreshes the other
@@ -244,15 +275,19 @@ func (e *entry) without(taken map[string]bool) *entry {
 		cp.RepoDigests = slices.DeleteFunc(slices.Clone(img.RepoDigests), moved)
 		return &cp
 	}
-	return newEntry(drop(e.listed), drop(e.inspected), e.seq)
+	return newEntry(drop(e.listed), drop(e.inspected), e.seq, e.read)
 }
 
-// remove drops the image with this ID, unless the index holds newer (see index).
+// remove drops the image with this ID, unless the index holds what a later read saw
+// (see index: an entry the event loop wrote from a read that started before this one
+// is dropped).
 func (x *index) remove(id string, w write) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	if !w.event && x.newer(id, w.start) {
-		return
+	if !w.event {
+		if e, ok := x.byID[id]; ok && e.read > w.start || x.removedSince(id, w.start) {
+			return
+		}
 	}
 	delete(x.byID, id)
 	if at := x.stamp(w); len(x.inFlight) > 0 {
