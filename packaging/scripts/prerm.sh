@@ -1,14 +1,87 @@
 #!/bin/sh
 # cri-dockerd-dockpin: before the files are removed (dpkg prerm, rpm %preun).
-# On removal, not on an upgrade: stop and disable the service and its socket. Pods and
-# containers keep running in the engine; a cri-dockerd installed next takes them over.
+# On removal (dpkg `remove`; rpm 0: no version left after this erase), never on an upgrade or a
+# reinstall:
+#   1. stop and disable cri-docker.service and cri-docker.socket (pods and containers keep running
+#      in the engine; a cri-dockerd installed next takes them over);
+#   2. release what pinning holds in the engine: `/usr/bin/cri-dockerd pins release` deletes the
+#      containerd lease dockpin.pinned and the pin labels on the engine's containerd image records,
+#      so that the engine, and a cri-dockerd without pinning, can remove those images again (on the
+#      classic store nothing is held). It runs with the binary's defaults, not the unit's flags nor
+#      CRI_DOCKERD_OPTS: the engine at unix:///var/run/docker.sock, containerd's address and
+#      namespace from the engine's /info. On a node whose engine is elsewhere, release by hand
+#      before removing (cri-dockerd pins release --docker-endpoint=...) and keep the pins here.
+#      It never fails the removal: when it cannot release (engine down, ...) it says so.
+#
+# Keep the pins (for a cri-dockerd with pinning installed next, which goes on from them) with either
+#   - CRI_DOCKERD_KEEP_PINS=1 in the environment of apt, dpkg, dnf or rpm (any value but empty,
+#     0, false or no), e.g. `sudo CRI_DOCKERD_KEEP_PINS=1 apt-get remove cri-dockerd-dockpin`;
+#   - the file /etc/cri-dockerd/keep-pins (`touch /etc/cri-dockerd/keep-pins`).
+#
+# When another package's binary already took /usr/bin/cri-dockerd (an rpm transaction that installs
+# upstream's package and erases this one, `dnf install --allowerasing`, runs the install first),
+# the units are that package's: they stay enabled, the service is restarted on its binary if it
+# runs, and nothing can be released here: it says so. DPKG_ROOT (dpkg --root with
+# --force-script-chrootless): that tree is not the running system: the units are disabled in it,
+# nothing is stopped or released.
 set -e
+root=${DPKG_ROOT:-}
+bin=/usr/bin/cri-dockerd
 
 case "$1" in
-  remove|deconfigure|0) ;; # dpkg; rpm: 0 versions left after this erase
+  remove|0) ;;
   *) exit 0 ;;
 esac
+rm -f "$root/var/lib/cri-dockerd-dockpin/pending"
+have_systemctl=false
+if command -v systemctl >/dev/null 2>&1; then have_systemctl=true; fi
+running=false
+if $have_systemctl && [ -z "$root" ] && [ -d /run/systemd/system ]; then running=true; fi
 
-[ -d "${DPKG_ROOT:-}/run/systemd/system" ] || exit 0
-systemctl disable --now cri-docker.service cri-docker.socket || true
+# Another package's binary in place: the units are that package's now.
+if [ -z "$root" ] && [ -e "$bin" ]; then
+  case $("$bin" --version 2>/dev/null || true) in
+    *+dockpin*) ;;
+    *)
+      if $running; then systemctl try-restart cri-docker.service || true; fi
+      echo "cri-dockerd-dockpin: warning: pins not released: $bin is another package's binary now;" \
+        "a cri-dockerd with pinning can release them (cri-dockerd pins release)" >&2
+      exit 0
+      ;;
+  esac
+fi
+
+if $running; then
+  systemctl disable --now cri-docker.service cri-docker.socket || true
+elif $have_systemctl; then
+  if [ -n "$root" ]; then
+    systemctl --root="$root" disable cri-docker.service cri-docker.socket || true
+  else
+    systemctl disable cri-docker.service cri-docker.socket || true
+  fi
+fi
+[ -z "$root" ] || exit 0
+
+case ${CRI_DOCKERD_KEEP_PINS:-} in
+  '' | 0 | false | no) ;;
+  *)
+    echo "cri-dockerd-dockpin: pins kept in the engine (CRI_DOCKERD_KEEP_PINS=$CRI_DOCKERD_KEEP_PINS)"
+    exit 0
+    ;;
+esac
+if [ -e /etc/cri-dockerd/keep-pins ]; then
+  echo "cri-dockerd-dockpin: pins kept in the engine (/etc/cri-dockerd/keep-pins)"
+  exit 0
+fi
+echo "cri-dockerd-dockpin: releasing the pins held in the engine ($bin pins release)"
+failed=
+if command -v timeout >/dev/null 2>&1; then
+  timeout 120 "$bin" pins release || failed=$?
+else
+  "$bin" pins release || failed=$?
+fi
+if [ -n "$failed" ]; then
+  echo "cri-dockerd-dockpin: warning: pins not released (exit $failed): the engine keeps the pinned" \
+    "images until a cri-dockerd with pinning releases them (cri-dockerd pins release)" >&2
+fi
 exit 0
