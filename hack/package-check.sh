@@ -240,10 +240,13 @@ done
 EOF
 cat >"$tmp/stub/cri-dockerd" <<EOF
 #!/bin/sh
-# Stand-in for our binary: records \`pins release\` (the package-check never reaches an engine).
+# Stand-in for our binary: records \`pins release\` (the package-check never reaches an engine),
+# which fails as with the engine down while /run/fake-systemd/engine-down exists.
 case "\$1" in
   --version) echo "cri-dockerd $version (0000000)" ;;
-  pins) echo "\$*" >>/run/fake-systemd/releases ;;
+  pins)
+    echo "\$*" >>/run/fake-systemd/releases
+    if [ -e /run/fake-systemd/engine-down ]; then echo "cri-dockerd: pins release: engine unreachable" >&2; exit 1; fi ;;
 esac
 EOF
 cat >"$tmp/stub/upstream-cri-dockerd" <<'EOF'
@@ -385,6 +388,13 @@ want "removed" "$(status "$name")" "rc "
 [[ ! -e $d/usr/bin/cri-dockerd ]] || die "deb: /usr/bin/cri-dockerd left after removal"
 [[ -f $d/etc/default/cri-dockerd ]] || die "deb: /etc/default/cri-dockerd gone with dpkg -r"
 expect "$d" "deb: remove" "disabled,inactive disabled,inactive" 1
+dpkgr -i "$deb"
+expect "$d" "deb: remove -> install" "enabled,active enabled,active" 0
+touch "$d/run/fake-systemd/engine-down"
+dpkgr -r "$name"
+grep -qF 'warning: pins not released (exit 1)' "$tmp/cmd.out" || die "dpkg -r, engine down: no warning: $(cat "$tmp/cmd.out")"
+rm "$d/run/fake-systemd/engine-down"
+expect "$d" "deb: remove, engine down (release fails)" "disabled,inactive disabled,inactive" 1
 dpkgr -i "$deb"
 expect "$d" "deb: remove -> install" "enabled,active enabled,active" 0
 
