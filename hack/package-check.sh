@@ -383,8 +383,12 @@ dpkgr -i "$next_deb"
 expect "$d" "deb: reinstall after the operator's disable" "disabled,inactive disabled,inactive" 0
 operator "$d" enable --now cri-docker.socket cri-docker.service
 
+# The release gets the node's flags from the unit's environment file.
+echo 'CRI_DOCKERD_OPTS="--docker-endpoint=unix:///run/other-docker.sock --pinned-images=registry.k8s.io/*"' >>"$d/etc/default/cri-dockerd"
 dpkgr -r "$name"
 want "removed" "$(status "$name")" "rc "
+want "deb: release's flags" "$(cat "$d/run/fake-systemd/releases")" \
+  "pins release --docker-endpoint=unix:///run/other-docker.sock --pinned-images=registry.k8s.io/*"
 [[ ! -e $d/usr/bin/cri-dockerd ]] || die "deb: /usr/bin/cri-dockerd left after removal"
 [[ -f $d/etc/default/cri-dockerd ]] || die "deb: /etc/default/cri-dockerd gone with dpkg -r"
 expect "$d" "deb: remove" "disabled,inactive disabled,inactive" 1
@@ -529,7 +533,9 @@ rpmr -U --replacepkgs "$next_rpm"
 expect "$r" "rpm: reinstall after the operator's disable" "disabled,inactive disabled,inactive" 0
 operator "$r" enable --now cri-docker.socket cri-docker.service
 
+echo "CRI_DOCKERD_OPTS='--containerd-namespace=other --log-level=debug'" >>"$r/etc/sysconfig/cri-dockerd"
 rpmr -e "$name"
+want "rpm: release's flags" "$(cat "$r/run/fake-systemd/releases")" "pins release --containerd-namespace=other --log-level=debug"
 [[ ! -e $r/usr/bin/cri-dockerd && ! -e $r/var/lib/cri-dockerd-dockpin ]] || die "rpm: files left after erase"
 expect "$r" "rpm: erase" "disabled,inactive disabled,inactive" 1
 rpmr -i "$rpmf"

@@ -7,11 +7,15 @@
 #   2. release what pinning holds in the engine: `/usr/bin/cri-dockerd pins release` deletes the
 #      containerd lease dockpin.pinned and the pin labels on the engine's containerd image records,
 #      so that the engine, and a cri-dockerd without pinning, can remove those images again (on the
-#      classic store nothing is held). It runs with the binary's defaults, not the unit's flags nor
-#      CRI_DOCKERD_OPTS: the engine at unix:///var/run/docker.sock, containerd's address and
-#      namespace from the engine's /info. On a node whose engine is elsewhere, release by hand
-#      before removing (cri-dockerd pins release --docker-endpoint=...) and keep the pins here.
-#      It never fails the removal: when it cannot release (engine down, ...) it says so.
+#      classic store nothing is held). It gets the node's flags as the unit does, CRI_DOCKERD_OPTS
+#      from /etc/default/cri-dockerd or /etc/sysconfig/cri-dockerd (the later file wins; one level
+#      of quotes removed, split at whitespace), so --docker-endpoint, --containerd-address and
+#      --containerd-namespace given there count; otherwise the defaults: the engine at
+#      unix:///var/run/docker.sock, containerd's address and namespace from the engine's /info.
+#      Flags put into the unit itself (a drop-in's ExecStart) are not seen: on such a node, release
+#      by hand before removing (cri-dockerd pins release <flags>) and keep the pins here.
+#      It never fails the removal: when it cannot release (engine down, ...; it gets 120 s) it says
+#      so.
 #
 # Keep the pins (for a cri-dockerd with pinning installed next, which goes on from them) with either
 #   - CRI_DOCKERD_KEEP_PINS=1 in the environment of apt, dpkg, dnf or rpm (any value but empty,
@@ -73,12 +77,30 @@ if [ -e /etc/cri-dockerd/keep-pins ]; then
   echo "cri-dockerd-dockpin: pins kept in the engine (/etc/cri-dockerd/keep-pins)"
   exit 0
 fi
-echo "cri-dockerd-dockpin: releasing the pins held in the engine ($bin pins release)"
+# The unit's CRI_DOCKERD_OPTS, read as systemd reads its EnvironmentFile= lines (not sourced).
+opts=
+for f in /etc/default/cri-dockerd /etc/sysconfig/cri-dockerd; do
+  if [ ! -r "$f" ] || ! grep -q '^[[:space:]]*CRI_DOCKERD_OPTS=' "$f"; then continue; fi
+  opts=$(sed -n 's/^[[:space:]]*CRI_DOCKERD_OPTS=//p' "$f" | tail -n 1)
+  case $opts in
+    \"*\")
+      opts=${opts#\"}
+      opts=${opts%\"}
+      ;;
+    \'*\')
+      opts=${opts#\'}
+      opts=${opts%\'}
+      ;;
+  esac
+done
+echo "cri-dockerd-dockpin: releasing the pins held in the engine ($bin pins release${opts:+ $opts})"
+set -f # a pattern in the flags is the flag's, not a file name
 failed=
+# shellcheck disable=SC2086 # split at whitespace, as systemd splits $CRI_DOCKERD_OPTS
 if command -v timeout >/dev/null 2>&1; then
-  timeout 120 "$bin" pins release || failed=$?
+  timeout 120 "$bin" pins release $opts || failed=$?
 else
-  "$bin" pins release || failed=$?
+  "$bin" pins release $opts || failed=$?
 fi
 if [ -n "$failed" ]; then
   echo "cri-dockerd-dockpin: warning: pins not released (exit $failed): the engine keeps the pinned" \
