@@ -7,15 +7,21 @@
 # run chrooted as on a node (dpkg --root, apt-get and dnf on that root, rpm --root; busybox-static
 # gives the root its /bin/sh). A stand-in `systemctl` keeps the units' state on disk as systemd does
 # (enablement links, masks) and whether each unit runs; a stand-in for the installed binary records
-# `cri-dockerd pins release`. After each step it asserts the state of cri-docker.socket and
-# cri-docker.service (enabled/disabled/masked, active/inactive) and how many releases ran:
-#   deb: over upstream's package, upgrade, reinstall (an operator's disable kept), remove, remove →
-#        install, purge → install, pins kept (CRI_DOCKERD_KEEP_PINS=1, /etc/cri-dockerd/keep-pins),
-#        an operator's mask kept across install, upgrade and remove → install, an install without
-#        running systemd, back to upstream's .deb with apt, ours again; dpkg --root chrootless
-#        (DPKG_ROOT) with the real deb-systemd-helper: its own mask undone, an operator's kept;
-#   rpm: over upstream's with dnf --allowerasing, upgrade, reinstall, erase, erase → install, pins
-#        kept, a mask kept, back to upstream's with dnf --allowerasing.
+# `cri-dockerd pins release` with its flags. After each step it asserts the state of
+# cri-docker.socket and cri-docker.service (enabled/disabled/masked, active/inactive) and how many
+# releases ran:
+#   deb: over upstream's package (its removal's mask undone), upgrade, reinstall (an operator's
+#        disable kept), remove (the release gets CRI_DOCKERD_OPTS), remove → install, a release that
+#        fails (engine down) not failing the removal, purge → install, pins kept
+#        (CRI_DOCKERD_KEEP_PINS=1, /etc/cri-dockerd/keep-pins), an operator's mask kept across
+#        install, upgrade and remove → install, an install without running systemd (enabled, not
+#        started), back to upstream's .deb with apt (which removes ours first), ours again; dpkg
+#        --root chrootless (DPKG_ROOT) with the real deb-systemd-helper: its own mask undone, an
+#        operator's kept, nothing started or released;
+#   rpm: over upstream's with dnf --allowerasing, upgrade, reinstall (a disable kept), erase (the
+#        release gets CRI_DOCKERD_OPTS from /etc/sysconfig), erase → install, pins kept through dnf
+#        remove, a mask kept, back to upstream's with dnf --allowerasing (upstream's binary is in
+#        place before our %preun: no release, a warning, the units stay enabled and running).
 # The installed units pass hack/systemd-verify.sh with the real binary. Host systemd, package
 # databases and engine are never touched.
 # Usage: hack/package-check.sh   (after hack/package.sh)
