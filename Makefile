@@ -33,7 +33,7 @@ package: ## .deb and .rpm (nfpm) and upstream's .tgz layout of a static binary, 
 	LDFLAGS='$(LDFLAGS)' hack/package.sh
 
 .PHONY: package-check
-package-check: package ## inspect the packages: metadata, contents, scripts; install the .deb into a scratch root
+package-check: package ## inspect the packages, then every install path (install, upgrade, reinstall, remove/purge then install, masks, back to upstream with apt and dnf) in scratch roots
 	hack/package-check.sh
 
 .PHONY: test
