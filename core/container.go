@@ -36,7 +36,7 @@ func (s *Service) inspectTyped(ctx context.Context, id, typ, what, typeName stri
 	if id == "" {
 		return docker.ContainerDetails{}, fmt.Errorf("%s id is empty: %w", what, cerrdefs.ErrInvalidArgument)
 	}
-	c, err := s.docker.InspectContainer(ctx, id)
+	c, err := s.deps.Docker.InspectContainer(ctx, id)
 	if err != nil {
 		if cerrdefs.IsNotFound(err) {
 			return c, fmt.Errorf("%s %q not found: %w", what, id, cerrdefs.ErrNotFound)
@@ -161,7 +161,7 @@ func (s *Service) containerDevices(ctx context.Context, cfg *runtimeapi.Containe
 // their devices; they fail such a container when it starts. Info is asked afresh, as
 // spec files come and go.
 func (s *Service) checkCDIDevices(ctx context.Context, names []string) error {
-	info, err := s.docker.Info(ctx)
+	info, err := s.deps.Docker.Info(ctx)
 	if err != nil {
 		return err
 	}

@@ -48,9 +48,9 @@ func (s *Service) CreateContainer(ctx context.Context, req *runtimeapi.CreateCon
 	if dir, p := sbCfg.GetLogDirectory(), cfg.GetLogPath(); dir != "" && p != "" && s.deps.Logs != nil {
 		spec.LogConfig = s.engineLogConfig(ctx)
 	}
-	if s.nri != nil {
+	if s.deps.NRI != nil {
 		// A plugin connecting meanwhile is synchronised with the container or told of it.
-		defer s.nri.BlockSync()()
+		defer s.deps.NRI.BlockSync()()
 	}
 	id, show, err := s.createAdjusted(ctx, sb, cfg, spec)
 	if err != nil {
@@ -59,16 +59,16 @@ func (s *Service) CreateContainer(ctx context.Context, req *runtimeapi.CreateCon
 	defer show()
 	if dir, p := sbCfg.GetLogDirectory(), cfg.GetLogPath(); dir != "" && p != "" && s.deps.Logs != nil {
 		if err := timed(ctx, "logs.record", func() error { return s.deps.Logs.Record(id, logs.LogFile{Dir: dir, Name: p}) }); err != nil {
-			if s.nri != nil {
+			if s.deps.NRI != nil {
 				s.undoCreate(ctx, nriPod(sb, nil), nriContainerOfSpec(id, sb.ID, cfg, spec))
-			} else if rmErr := ignoreNotFound(s.docker.RemoveContainer(ctx, id)); rmErr != nil {
+			} else if rmErr := ignoreNotFound(s.deps.Docker.RemoveContainer(ctx, id)); rmErr != nil {
 				s.logger(ctx).WithError(rmErr).WithField("container", id).Warn("cannot remove the container whose log cannot be recorded")
 			}
 			return nil, fmt.Errorf("create container %s: record its log file: %w", spec.Name, err)
 		}
 	}
-	if s.nri != nil {
-		if err := s.nri.PostCreateContainer(ctx, nriPod(sb, nil), nriContainerOfSpec(id, sb.ID, cfg, spec)); err != nil {
+	if s.deps.NRI != nil {
+		if err := s.deps.NRI.PostCreateContainer(ctx, nriPod(sb, nil), nriContainerOfSpec(id, sb.ID, cfg, spec)); err != nil {
 			s.logger(ctx).WithError(err).WithField("container", id).Warn("NRI PostCreateContainer failed")
 		}
 	}

@@ -35,7 +35,7 @@ func (s *Service) ExecSync(ctx context.Context, req *runtimeapi.ExecSyncRequest)
 	}
 	stdout := &limitedBuffer{max: maxExecSyncOutput}
 	stderr := &limitedBuffer{max: maxExecSyncOutput}
-	code, err := s.docker.Exec(ctx, c.ID, docker.ExecOptions{Cmd: req.GetCmd(), Stdout: stdout, Stderr: stderr})
+	code, err := s.deps.Docker.Exec(ctx, c.ID, docker.ExecOptions{Cmd: req.GetCmd(), Stdout: stdout, Stderr: stderr})
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) {
 			return nil, fmt.Errorf("command %q timed out after %ds and was killed: %w", req.GetCmd(), req.GetTimeout(), context.DeadlineExceeded)

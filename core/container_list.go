@@ -42,7 +42,7 @@ func (s *Service) listContainers(ctx context.Context, f *runtimeapi.ContainerFil
 	if f.GetState() != nil && f.GetState().GetState() == runtimeapi.ContainerState_CONTAINER_RUNNING {
 		lf.Running = true
 	}
-	cs, err := s.docker.ListContainers(ctx, lf)
+	cs, err := s.deps.Docker.ListContainers(ctx, lf)
 	if err != nil {
 		return nil, fmt.Errorf("list containers: %w", err)
 	}

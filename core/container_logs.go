@@ -20,7 +20,7 @@ func (s *Service) ResumeLogs(ctx context.Context) error {
 	if s.deps.Logs == nil {
 		return nil
 	}
-	cs, err := s.docker.ListContainers(ctx, docker.ContainerFilter{Labels: map[string]string{labelContainerType: typeContainer}})
+	cs, err := s.deps.Docker.ListContainers(ctx, docker.ContainerFilter{Labels: map[string]string{labelContainerType: typeContainer}})
 	if err != nil {
 		return fmt.Errorf("list containers: %w", err)
 	}

@@ -32,8 +32,8 @@ func (s *Service) RemoveContainer(ctx context.Context, req *runtimeapi.RemoveCon
 
 // removeContainer stops copying a container's log and removes it from the engine.
 func (s *Service) removeContainer(ctx context.Context, id string) (rerr error) {
-	if s.nri != nil {
-		if c, err := s.docker.InspectContainer(ctx, id); err == nil {
+	if s.deps.NRI != nil {
+		if c, err := s.deps.Docker.InspectContainer(ctx, id); err == nil {
 			// Its stop first (relayed once), its removal once it is gone.
 			pod, ctr := s.nriTarget(ctx, c)
 			s.relayStop(ctx, pod, ctr)
@@ -41,7 +41,7 @@ func (s *Service) removeContainer(ctx context.Context, id string) (rerr error) {
 				if rerr != nil {
 					return
 				}
-				if err := s.nri.RemoveContainer(ctx, pod, ctr); err != nil {
+				if err := s.deps.NRI.RemoveContainer(ctx, pod, ctr); err != nil {
 					s.logger(ctx).WithError(err).WithField("container", id).Warn("NRI RemoveContainer failed")
 				}
 				s.forgetRelayed(stopKey(c.ID))
@@ -51,7 +51,7 @@ func (s *Service) removeContainer(ctx context.Context, id string) (rerr error) {
 	if s.deps.Logs != nil {
 		s.deps.Logs.Stop(id)
 	}
-	if err := ignoreNotFound(s.docker.RemoveContainer(ctx, id)); err != nil {
+	if err := ignoreNotFound(s.deps.Docker.RemoveContainer(ctx, id)); err != nil {
 		return fmt.Errorf("remove container %s: %w", id, err)
 	}
 	if s.deps.Logs != nil {

@@ -15,20 +15,20 @@ func (s *Service) StartContainer(ctx context.Context, req *runtimeapi.StartConta
 	if err != nil {
 		return nil, err
 	}
-	if s.nri != nil {
-		defer s.nri.BlockSync()()
+	if s.deps.NRI != nil {
+		defer s.deps.NRI.BlockSync()()
 		pod, ctr := s.nriTarget(ctx, c)
-		if err := s.nri.StartContainer(ctx, pod, ctr); err != nil {
+		if err := s.deps.NRI.StartContainer(ctx, pod, ctr); err != nil {
 			return nil, nriError("StartContainer", c.ID, err)
 		}
 		defer func() {
 			ctr.State = nriapi.ContainerState_CONTAINER_RUNNING
-			if err := s.nri.PostStartContainer(ctx, pod, ctr); err != nil {
+			if err := s.deps.NRI.PostStartContainer(ctx, pod, ctr); err != nil {
 				s.logger(ctx).WithError(err).WithField("container", c.ID).Warn("NRI PostStartContainer failed")
 			}
 		}()
 	}
-	if err := s.docker.StartContainer(ctx, c.ID); err != nil {
+	if err := s.deps.Docker.StartContainer(ctx, c.ID); err != nil {
 		return nil, fmt.Errorf("start container %s: %w", c.ID, err)
 	}
 	if s.deps.Logs != nil {

@@ -97,7 +97,7 @@ func (s *Service) drainLog(ctx context.Context, id, path string) {
 // digest. ImageId carries the plain ID the CRI asks for.
 func (s *Service) statusImage(ctx context.Context, c docker.ContainerDetails) (image, ref string) {
 	image, ref = c.Image, "docker://"+c.ImageID
-	img, err := s.docker.InspectImage(ctx, c.ImageID)
+	img, err := s.deps.Docker.InspectImage(ctx, c.ImageID)
 	if err != nil {
 		s.logger(ctx).WithError(err).WithField("container", c.ID).Debug("cannot inspect the container's image")
 		return image, ref

@@ -17,7 +17,7 @@ func (s *Service) StopContainer(ctx context.Context, req *runtimeapi.StopContain
 	id := req.GetContainerId()
 	var c docker.ContainerDetails
 	// One of ours for sure (see Service.created) is stopped without an inspect.
-	if s.nri != nil || !s.created.has(id) {
+	if s.deps.NRI != nil || !s.created.has(id) {
 		var err error
 		c, err = s.containerInspect(ctx, id)
 		if cerrdefs.IsNotFound(err) {
@@ -29,10 +29,10 @@ func (s *Service) StopContainer(ctx context.Context, req *runtimeapi.StopContain
 		id = c.ID
 	}
 	timeout := max(time.Duration(req.GetTimeout())*time.Second, 0)
-	if err := ignoreNotFound(s.docker.StopContainer(ctx, id, timeout)); err != nil {
+	if err := ignoreNotFound(s.deps.Docker.StopContainer(ctx, id, timeout)); err != nil {
 		return nil, fmt.Errorf("stop container %s: %w", id, err)
 	}
-	if s.nri != nil {
+	if s.deps.NRI != nil {
 		pod, ctr := s.nriTarget(ctx, c)
 		s.relayStop(ctx, pod, ctr)
 	}

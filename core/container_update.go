@@ -24,18 +24,18 @@ func (s *Service) UpdateContainerResources(ctx context.Context, req *runtimeapi.
 			return nil, fmt.Errorf("update resources of container %s: unlimited swap (memory_swap_limit_in_bytes -1 or unified[%s] \"max\") is applied by docker only at creation: %w",
 				c.ID, swapMaxKey, cerrdefs.ErrNotImplemented)
 		}
-		if s.nri != nil {
+		if s.deps.NRI != nil {
 			if res, err = s.nriUpdateResources(ctx, c, r, res); err != nil {
 				return nil, err
 			}
 		}
-		if err := s.docker.UpdateContainerResources(ctx, c.ID, res); err != nil {
+		if err := s.deps.Docker.UpdateContainerResources(ctx, c.ID, res); err != nil {
 			return nil, fmt.Errorf("update resources of container %s: %w", c.ID, err)
 		}
-		if s.nri != nil {
+		if s.deps.NRI != nil {
 			pod, ctr := s.nriTarget(ctx, c)
 			ctr.Linux.Resources = nriResources(res)
-			if err := s.nri.PostUpdateContainer(ctx, pod, ctr); err != nil {
+			if err := s.deps.NRI.PostUpdateContainer(ctx, pod, ctr); err != nil {
 				s.logger(ctx).WithError(err).WithField("container", c.ID).Warn("NRI PostUpdateContainer failed")
 			}
 		}

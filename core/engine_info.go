@@ -33,7 +33,7 @@ func (s *Service) engineInfo(ctx context.Context) (docker.Info, error) {
 		return info, nil
 	}
 	c.mu.Unlock()
-	info, err := s.docker.Info(ctx)
+	info, err := s.deps.Docker.Info(ctx)
 	if err != nil {
 		return info, err
 	}

@@ -12,7 +12,7 @@ import (
 // filesystem); both live under the engine's data root, so they name the same mountpoint
 // and report the same inodes in use (the filesystem's, when it counts them).
 func (s *Service) ImageFsInfo(ctx context.Context, _ *runtimeapi.ImageFsInfoRequest) (*runtimeapi.ImageFsInfoResponse, error) {
-	usage, err := s.docker.ImageFsUsage(ctx)
+	usage, err := s.deps.Docker.ImageFsUsage(ctx)
 	if err != nil {
 		return nil, err
 	}

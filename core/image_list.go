@@ -16,7 +16,7 @@ func (s *Service) ListImages(ctx context.Context, req *runtimeapi.ListImagesRequ
 	if err != nil {
 		return nil, err
 	}
-	all, err := s.docker.ListImages(ctx)
+	all, err := s.deps.Docker.ListImages(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -29,7 +29,7 @@ func (s *Service) ListImages(ctx context.Context, req *runtimeapi.ListImagesRequ
 			views = append(views, view)
 		}
 	}
-	reasons, err := s.pins.Evaluate(ctx, views)
+	reasons, err := s.deps.Pins.Evaluate(ctx, views)
 	if err != nil {
 		// Listing without a source's pins would show its pinned images unpinned, and
 		// kubelet's image GC would delete them: refuse (Unavailable) until it answers.

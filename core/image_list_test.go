@@ -217,7 +217,7 @@ func TestSplitUser(t *testing.T) {
 	}
 }
 
-// preloadingPins is a Pinner whose preload directory provides one image: WaitPreloaded
+// preloadingPins is a pinner and a PreloadWaiter whose preload directory provides one image: WaitPreloaded
 // for it "loads" it into the engine (once) and reports that it waited.
 type preloadingPins struct {
 	*pinning.Pinner
@@ -244,7 +244,7 @@ func TestImageStatusWaitsForPreload(t *testing.T) {
 	assert.NilError(t, err)
 	fake := dockertest.New()
 	pins := &preloadingPins{Pinner: pinner, fake: fake, provides: "preloaded:1", img: testImage(7, "preloaded:1")}
-	svc := New(Config{}, Deps{Docker: fake, Pins: pins, Log: logctx.Discard()})
+	svc := New(Config{}, Deps{Docker: fake, Pins: pins, Preload: pins, Log: logctx.Discard()})
 	ctx := context.Background()
 	st, err := svc.ImageStatus(ctx, &runtimeapi.ImageStatusRequest{Image: &runtimeapi.ImageSpec{Image: "preloaded:1"}})
 	assert.NilError(t, err)

@@ -46,14 +46,14 @@ const pullAttempts = 3
 // pullOnce pulls ref and returns the image it now names; gone is true when the pull
 // succeeded but the image was removed before it could be inspected.
 func (s *Service) pullOnce(ctx context.Context, ref string, opts docker.PullOptions) (img docker.Image, gone bool, err error) {
-	if err := s.docker.PullImage(ctx, ref, opts); err != nil {
+	if err := s.deps.Docker.PullImage(ctx, ref, opts); err != nil {
 		if errors.Is(err, docker.ErrRegistryUnreachable) {
 			// kubelet recognises this prefix and reports the registry as unavailable.
 			return img, false, fmt.Errorf("%s: %w", crierrors.ErrRegistryUnavailable.Error(), err)
 		}
 		return img, false, err
 	}
-	if img, err = s.docker.InspectImage(ctx, ref); err != nil {
+	if img, err = s.deps.Docker.InspectImage(ctx, ref); err != nil {
 		return img, cerrdefs.IsNotFound(err), fmt.Errorf("inspect pulled image %s: %w", ref, err)
 	}
 	return img, false, nil

@@ -94,7 +94,7 @@ func (k *fakeKeeper) KeepPin(_ context.Context, ref string) func(context.Context
 func TestPullImageKeepsPin(t *testing.T) {
 	svc, fake := newTestService(t, nil)
 	keeper := &fakeKeeper{pinned: map[string]bool{"app:1": true}}
-	svc.docker = KeepPins(fake, keeper)
+	svc.deps.Docker = KeepPins(fake, keeper)
 	fake.AddRemote("app:1", testImage(1))
 	fake.AddRemote("other:1", testImage(2))
 	ctx := context.Background()

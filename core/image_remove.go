@@ -21,7 +21,7 @@ func (s *Service) RemoveImage(ctx context.Context, req *runtimeapi.RemoveImageRe
 	if err != nil {
 		return nil, err
 	}
-	img, err := s.docker.InspectImage(ctx, ref)
+	img, err := s.deps.Docker.InspectImage(ctx, ref)
 	if cerrdefs.IsNotFound(err) {
 		return &runtimeapi.RemoveImageResponse{}, nil
 	}
@@ -29,7 +29,7 @@ func (s *Service) RemoveImage(ctx context.Context, req *runtimeapi.RemoveImageRe
 		return nil, err
 	}
 	log := s.logger(ctx).WithField("image", ref).WithField("id", img.ID)
-	if reasons := s.pins.Check(ctx, pinningImage(&img)); len(reasons) > 0 {
+	if reasons := s.deps.Pins.Check(ctx, pinningImage(&img)); len(reasons) > 0 {
 		if s.cfg.RefusePinnedRemoval {
 			return nil, fmt.Errorf("%w: image %s is pinned (%s) and would be restored; to remove it, unpin it first: %s",
 				cerrdefs.ErrFailedPrecondition, ref, reasonsText(reasons), pinning.UnpinHint(reasons))
@@ -37,7 +37,7 @@ func (s *Service) RemoveImage(ctx context.Context, req *runtimeapi.RemoveImageRe
 		log.WithField("pinReasons", reasons).Info("removing pinned image as requested")
 	}
 	// Every reference goes with it, whichever one the request named (as containerd does).
-	if err := s.docker.RemoveImage(ctx, img.ID); err != nil && !cerrdefs.IsNotFound(err) {
+	if err := s.deps.Docker.RemoveImage(ctx, img.ID); err != nil && !cerrdefs.IsNotFound(err) {
 		return nil, err
 	}
 	log.Info("removed image")

@@ -82,7 +82,7 @@ func newCachedTestService(t *testing.T, images ...string) (*Service, *dockertest
 		}
 		return poll.Success()
 	}, poll.WithTimeout(10*time.Second), poll.WithDelay(time.Millisecond))
-	svc.docker = cache
+	svc.deps.Docker = cache
 	return svc, fake, cache
 }
 

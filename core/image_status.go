@@ -25,9 +25,9 @@ func (s *Service) ImageStatus(ctx context.Context, req *runtimeapi.ImageStatusRe
 	if err != nil {
 		return nil, err
 	}
-	img, err := s.docker.InspectImage(ctx, ref)
+	img, err := s.deps.Docker.InspectImage(ctx, ref)
 	if cerrdefs.IsNotFound(err) && s.waitPreloaded(ctx, ref) {
-		img, err = s.docker.InspectImage(ctx, ref)
+		img, err = s.deps.Docker.InspectImage(ctx, ref)
 	}
 	if cerrdefs.IsNotFound(err) {
 		return &runtimeapi.ImageStatusResponse{}, nil
@@ -35,7 +35,7 @@ func (s *Service) ImageStatus(ctx context.Context, req *runtimeapi.ImageStatusRe
 	if err != nil {
 		return nil, err
 	}
-	reasons := s.pins.Check(ctx, pinningImage(&img))
+	reasons := s.deps.Pins.Check(ctx, pinningImage(&img))
 	resp := &runtimeapi.ImageStatusResponse{Image: criImage(&img, pinned(reasons))}
 	if req.GetVerbose() {
 		raw, err := json.Marshal(imageStatusInfo{
@@ -49,15 +49,6 @@ func (s *Service) ImageStatus(ctx context.Context, req *runtimeapi.ImageStatusRe
 	return resp, nil
 }
 
-// PreloadWaiter is implemented by a Pinner that preloads images in the background
-// (pinning's Setup): WaitPreloaded waits, bounded, while a pending preload file may
-// still provide ref and reports whether it waited. ImageStatus of an absent image asks
-// it first, so that kubelet does not turn to a registry for an image being preloaded.
-type PreloadWaiter interface {
-	WaitPreloaded(ctx context.Context, ref string) bool
-}
-
 func (s *Service) waitPreloaded(ctx context.Context, ref string) bool {
-	w, ok := s.pins.(PreloadWaiter)
-	return ok && w.WaitPreloaded(ctx, ref)
+	return s.deps.Preload != nil && s.deps.Preload.WaitPreloaded(ctx, ref)
 }

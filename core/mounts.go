@@ -67,7 +67,7 @@ func (s *Service) checkImageSubPath(ctx context.Context, im docker.ImageMount) e
 		return nil
 	}
 	return timed(ctx, "imagevolume.subpath", func() error {
-		id, err := s.docker.CreateContainer(ctx, docker.ContainerSpec{
+		id, err := s.deps.Docker.CreateContainer(ctx, docker.ContainerSpec{
 			Image:       im.Image,
 			Entrypoint:  []string{"/.dockpin-subpath-check"}, // never started
 			NetworkMode: modeNone,
@@ -79,11 +79,11 @@ func (s *Service) checkImageSubPath(ctx context.Context, im docker.ImageMount) e
 		defer func() {
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), undoTimeout)
 			defer cancel()
-			if err := ignoreNotFound(s.docker.RemoveContainer(rctx, id)); err != nil {
+			if err := ignoreNotFound(s.deps.Docker.RemoveContainer(rctx, id)); err != nil {
 				s.logger(ctx).WithError(err).WithField("container", id).Warn("cannot remove the container that checked an image_sub_path")
 			}
 		}()
-		ok, err := s.docker.PathExists(ctx, id, "/"+path.Clean(im.SubPath))
+		ok, err := s.deps.Docker.PathExists(ctx, id, "/"+path.Clean(im.SubPath))
 		if err != nil {
 			return fmt.Errorf("mount %s: check image_sub_path %q in image %s: %w", im.Target, im.SubPath, im.Image, err)
 		}
@@ -103,7 +103,7 @@ func (s *Service) imageVolumeStatus(ctx context.Context, mounts []docker.ImageMo
 		ref := m.Image
 		if !strings.HasPrefix(ref, "sha256:") {
 			ref = ""
-			if img, err := s.docker.InspectImage(ctx, m.Image); err == nil {
+			if img, err := s.deps.Docker.InspectImage(ctx, m.Image); err == nil {
 				ref = img.ID
 			}
 		}

@@ -3,29 +3,7 @@ package core
 import (
 	"context"
 	"sync"
-
-	nriapi "github.com/containerd/nri/pkg/api"
 )
-
-// NRI relays pod and container lifecycle events to NRI plugins (implemented by
-// nri.Runtime). A nil NRI (--enable-nri=false) costs nothing: every call site checks
-// s.nri first.
-type NRI interface {
-	// BlockSync holds off the synchronisation of connecting plugins until the returned
-	// function is called.
-	BlockSync() func()
-	RunPodSandbox(ctx context.Context, pod *nriapi.PodSandbox) error
-	StopPodSandbox(ctx context.Context, pod *nriapi.PodSandbox) error
-	RemovePodSandbox(ctx context.Context, pod *nriapi.PodSandbox) error
-	CreateContainer(ctx context.Context, pod *nriapi.PodSandbox, ctr *nriapi.Container) (*nriapi.CreateContainerResponse, error)
-	PostCreateContainer(ctx context.Context, pod *nriapi.PodSandbox, ctr *nriapi.Container) error
-	StartContainer(ctx context.Context, pod *nriapi.PodSandbox, ctr *nriapi.Container) error
-	PostStartContainer(ctx context.Context, pod *nriapi.PodSandbox, ctr *nriapi.Container) error
-	UpdateContainer(ctx context.Context, pod *nriapi.PodSandbox, ctr *nriapi.Container, res *nriapi.LinuxResources) (*nriapi.UpdateContainerResponse, error)
-	PostUpdateContainer(ctx context.Context, pod *nriapi.PodSandbox, ctr *nriapi.Container) error
-	StopContainer(ctx context.Context, pod *nriapi.PodSandbox, ctr *nriapi.Container) (*nriapi.StopContainerResponse, error)
-	RemoveContainer(ctx context.Context, pod *nriapi.PodSandbox, ctr *nriapi.Container) error
-}
 
 // nriState is what the NRI relay remembers in this process: the sandboxes and
 // containers made but not yet answered (their RunPodSandbox or CreateContainer
@@ -56,7 +34,7 @@ func (s *Service) hide(id string) func() {
 
 // hidden tells whether id is being made and its plugins have not returned.
 func (s *Service) hidden(id string) bool {
-	if s.nri == nil {
+	if s.deps.NRI == nil {
 		return false
 	}
 	s.nriState.mu.Lock()

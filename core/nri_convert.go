@@ -175,7 +175,7 @@ func (s *Service) nriTarget(ctx context.Context, c docker.ContainerDetails) (*nr
 	if sbID == "" {
 		return &nriapi.PodSandbox{}, nriContainer(c)
 	}
-	sb, err := s.docker.InspectContainer(ctx, sbID)
+	sb, err := s.deps.Docker.InspectContainer(ctx, sbID)
 	if err != nil {
 		return &nriapi.PodSandbox{Id: sbID}, nriContainer(c)
 	}

@@ -26,7 +26,7 @@ import (
 // to. A plugin's error, or an adjustment the engine cannot express, fails the create
 // with nothing left behind.
 func (s *Service) createAdjusted(ctx context.Context, sb docker.ContainerDetails, cfg *runtimeapi.ContainerConfig, spec docker.ContainerSpec) (string, func(), error) {
-	if s.nri == nil {
+	if s.deps.NRI == nil {
 		id, err := s.createContainer(ctx, spec)
 		return id, func() {}, err
 	}
@@ -44,7 +44,7 @@ func (s *Service) createAdjusted(ctx context.Context, sb docker.ContainerDetails
 			show()
 			return "", nil, err
 		}
-		resp, err := s.nri.CreateContainer(ctx, pod, ctr)
+		resp, err := s.deps.NRI.CreateContainer(ctx, pod, ctr)
 		if err != nil {
 			return fail(nriError("CreateContainer", id, err))
 		}
@@ -54,7 +54,7 @@ func (s *Service) createAdjusted(ctx context.Context, sb docker.ContainerDetails
 		}
 		if inPlace(cur, adjusted) {
 			if !reflect.DeepEqual(cur.Resources, adjusted.Resources) {
-				if err := s.docker.UpdateContainerResources(ctx, id, adjusted.Resources); err != nil {
+				if err := s.deps.Docker.UpdateContainerResources(ctx, id, adjusted.Resources); err != nil {
 					return fail(fmt.Errorf("apply the NRI plugins' resources to container %s: %w", id, err))
 				}
 			}
@@ -77,10 +77,10 @@ func (s *Service) createAdjusted(ctx context.Context, sb docker.ContainerDetails
 func (s *Service) undoCreate(ctx context.Context, pod *nriapi.PodSandbox, ctr *nriapi.Container) {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), undoTimeout)
 	defer cancel()
-	if err := ignoreNotFound(s.docker.RemoveContainer(cctx, ctr.GetId())); err != nil {
+	if err := ignoreNotFound(s.deps.Docker.RemoveContainer(cctx, ctr.GetId())); err != nil {
 		s.logger(ctx).WithError(err).WithField("container", ctr.GetId()).Warn("cannot remove the container whose creation failed")
 	}
-	if err := s.nri.RemoveContainer(cctx, pod, ctr); err != nil {
+	if err := s.deps.NRI.RemoveContainer(cctx, pod, ctr); err != nil {
 		s.logger(ctx).WithError(err).WithField("container", ctr.GetId()).Warn("NRI RemoveContainer of a container whose creation failed")
 	}
 }
@@ -94,7 +94,7 @@ func (s *Service) applyNRIEffects(ctx context.Context, updates []*nriapi.Contain
 	}
 	for _, e := range evict {
 		log.WithField("container", e.GetContainerId()).WithField("reason", e.GetReason()).Warn("NRI plugin evicts container: stopping it")
-		if err := ignoreNotFound(s.docker.StopContainer(ctx, e.GetContainerId(), 0)); err != nil {
+		if err := ignoreNotFound(s.deps.Docker.StopContainer(ctx, e.GetContainerId(), 0)); err != nil {
 			log.WithError(err).WithField("container", e.GetContainerId()).Warn("cannot stop the container an NRI plugin evicts")
 		}
 	}

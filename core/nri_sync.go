@@ -18,17 +18,17 @@ import (
 // NRIState returns the pods and containers a newly connected NRI plugin is
 // synchronised with: every sandbox and container of the engine that the CRI shows.
 func (s *Service) NRIState(ctx context.Context) ([]*nriapi.PodSandbox, []*nriapi.Container, error) {
-	sbs, err := s.docker.ListContainers(ctx, docker.ContainerFilter{Labels: map[string]string{labelContainerType: typeSandbox}})
+	sbs, err := s.deps.Docker.ListContainers(ctx, docker.ContainerFilter{Labels: map[string]string{labelContainerType: typeSandbox}})
 	if err != nil {
 		return nil, nil, fmt.Errorf("list pod sandboxes: %w", err)
 	}
-	cs, err := s.docker.ListContainers(ctx, docker.ContainerFilter{Labels: map[string]string{labelContainerType: typeContainer}})
+	cs, err := s.deps.Docker.ListContainers(ctx, docker.ContainerFilter{Labels: map[string]string{labelContainerType: typeContainer}})
 	if err != nil {
 		return nil, nil, fmt.Errorf("list containers: %w", err)
 	}
 	pods := make([]*nriapi.PodSandbox, 0, len(sbs))
 	for _, c := range sbs {
-		sb, err := s.docker.InspectContainer(ctx, c.ID)
+		sb, err := s.deps.Docker.InspectContainer(ctx, c.ID)
 		if err != nil || s.hidden(c.ID) {
 			continue // gone since the list, or not made yet
 		}
@@ -37,7 +37,7 @@ func (s *Service) NRIState(ctx context.Context) ([]*nriapi.PodSandbox, []*nriapi
 	}
 	ctrs := make([]*nriapi.Container, 0, len(cs))
 	for _, c := range cs {
-		d, err := s.docker.InspectContainer(ctx, c.ID)
+		d, err := s.deps.Docker.InspectContainer(ctx, c.ID)
 		if err != nil || s.hidden(c.ID) {
 			continue
 		}
@@ -79,14 +79,14 @@ func (s *Service) nriUpdateOne(ctx context.Context, u *nriapi.ContainerUpdate) e
 	if len(refused) > 0 {
 		return fmt.Errorf("update of container %s: NRI plugins asked for what Docker Engine cannot express: %s", c.ID, strings.Join(refused, "; "))
 	}
-	return s.docker.UpdateContainerResources(ctx, c.ID, res)
+	return s.deps.Docker.UpdateContainerResources(ctx, c.ID, res)
 }
 
 // relayStop tells the plugins that container ctr stopped, once per container.
 func (s *Service) relayStop(ctx context.Context, pod *nriapi.PodSandbox, ctr *nriapi.Container) {
 	s.relayOnce(ctx, stopKey(ctr.GetId()), func() {
 		ctr.State = nriapi.ContainerState_CONTAINER_STOPPED
-		resp, err := s.nri.StopContainer(ctx, pod, ctr)
+		resp, err := s.deps.NRI.StopContainer(ctx, pod, ctr)
 		if err != nil {
 			s.logger(ctx).WithError(err).WithField("container", ctr.GetId()).Warn("NRI StopContainer failed")
 			return
@@ -98,7 +98,7 @@ func (s *Service) relayStop(ctx context.Context, pod *nriapi.PodSandbox, ctr *nr
 // relayPodStop tells the plugins that pod stopped (its containers are), once per pod.
 func (s *Service) relayPodStop(ctx context.Context, pod *nriapi.PodSandbox) {
 	s.relayOnce(ctx, podStopKey(pod.GetId()), func() {
-		if err := s.nri.StopPodSandbox(ctx, pod); err != nil {
+		if err := s.deps.NRI.StopPodSandbox(ctx, pod); err != nil {
 			s.logger(ctx).WithError(err).WithField("sandbox", pod.GetId()).Warn("NRI StopPodSandbox failed")
 		}
 	})
@@ -111,11 +111,11 @@ const exitRelayTimeout = time.Minute
 // its own (no StopContainer asked for it), until ctx ends; it returns at once when
 // NRI is off. A broken event stream is reopened.
 func (s *Service) WatchNRIExits(ctx context.Context) {
-	if s.nri == nil {
+	if s.deps.NRI == nil {
 		return
 	}
 	for ctx.Err() == nil {
-		exits, errs := s.docker.ContainerExits(ctx)
+		exits, errs := s.deps.Docker.ContainerExits(ctx)
 	stream:
 		for {
 			select {
@@ -141,7 +141,7 @@ func (s *Service) WatchNRIExits(ctx context.Context) {
 func (s *Service) relayExit(ctx context.Context, id string) {
 	ctx, cancel := context.WithTimeout(ctx, exitRelayTimeout)
 	defer cancel()
-	c, err := s.docker.InspectContainer(ctx, id)
+	c, err := s.deps.Docker.InspectContainer(ctx, id)
 	if err != nil || c.Labels[labelContainerType] != typeContainer || s.hidden(c.ID) {
 		return // gone (removed: its stop was relayed then), a sandbox, or not made yet
 	}
@@ -154,7 +154,7 @@ func (s *Service) relayExit(ctx context.Context, id string) {
 // the plugins adjusted it. Their updates of other containers are applied too.
 func (s *Service) nriUpdateResources(ctx context.Context, c docker.ContainerDetails, r *runtimeapi.LinuxContainerResources, res docker.Resources) (docker.Resources, error) {
 	pod, ctr := s.nriTarget(ctx, c)
-	resp, err := s.nri.UpdateContainer(ctx, pod, ctr, nriCRIResources(r))
+	resp, err := s.deps.NRI.UpdateContainer(ctx, pod, ctr, nriCRIResources(r))
 	if err != nil {
 		return res, nriError("UpdateContainer", c.ID, err)
 	}

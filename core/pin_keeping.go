@@ -6,15 +6,6 @@ import (
 	"github.com/dockpin/cri-dockerd/core/docker"
 )
 
-// PinKeeper keeps an image's pin across a pull that replaces its record's labels
-// (implemented by pinning.ContainerdSource).
-type PinKeeper interface {
-	// KeepPin is called before ref is pulled; the function it returns is called once
-	// after the pull, whatever its outcome, and puts back a pin the pull removed. It
-	// logs its own failures.
-	KeepPin(ctx context.Context, ref string) func(context.Context)
-}
-
 // KeepPins returns client with keeper around every pull: the pin an image's record
 // carries before the pull is put back after it. All the service's pulls go through
 // the client it is given, kubelet's PullImage and the sandbox image's pull alike.

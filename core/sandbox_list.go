@@ -31,7 +31,7 @@ func (s *Service) ListPodSandbox(ctx context.Context, req *runtimeapi.ListPodSan
 	if f == nil {
 		checkpoints = s.listCheckpoints(ctx)
 	}
-	cs, err := s.docker.ListContainers(ctx, lf)
+	cs, err := s.deps.Docker.ListContainers(ctx, lf)
 	if err != nil {
 		return nil, fmt.Errorf("list pod sandboxes: %w", err)
 	}

@@ -25,13 +25,13 @@ func (s *Service) ListPodSandboxMetrics(ctx context.Context, _ *runtimeapi.ListP
 	if s.deps.Metrics == nil {
 		return nil, fmt.Errorf("metrics are not enabled: %w", cerrdefs.ErrNotImplemented)
 	}
-	sandboxes, err := s.docker.ListContainers(ctx, docker.ContainerFilter{
+	sandboxes, err := s.deps.Docker.ListContainers(ctx, docker.ContainerFilter{
 		Labels: map[string]string{labelContainerType: typeSandbox}, Running: true,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("list pod sandboxes: %w", err)
 	}
-	containers, err := s.docker.ListContainers(ctx, docker.ContainerFilter{
+	containers, err := s.deps.Docker.ListContainers(ctx, docker.ContainerFilter{
 		Labels: map[string]string{labelContainerType: typeContainer}, Running: true, Size: true,
 	})
 	if err != nil {
@@ -77,7 +77,7 @@ func (s *Service) ListPodSandboxMetrics(ctx context.Context, _ *runtimeapi.ListP
 func (s *Service) podSandboxMetrics(ctx context.Context, sb docker.Container, md *runtimeapi.PodSandboxMetadata,
 	cs []docker.Container, fsPath string, now time.Time,
 ) (*runtimeapi.PodSandboxMetrics, error) {
-	d, err := s.docker.InspectContainer(ctx, sb.ID)
+	d, err := s.deps.Docker.InspectContainer(ctx, sb.ID)
 	if err != nil {
 		return nil, fmt.Errorf("inspect pod sandbox %s: %w", sb.ID, err)
 	}
@@ -131,7 +131,7 @@ func (s *Service) metricsTarget(ctx context.Context, c docker.Container, pod *ru
 		s.logger(ctx).WithError(err).Debug("skipping container with a foreign name")
 		return stats.Target{}, fmt.Errorf("container %s has a foreign name: %w", c.ID, cerrdefs.ErrNotFound)
 	}
-	d, err := s.docker.InspectContainer(ctx, c.ID)
+	d, err := s.deps.Docker.InspectContainer(ctx, c.ID)
 	if err != nil {
 		return stats.Target{}, fmt.Errorf("inspect container %s: %w", c.ID, err)
 	}

@@ -12,21 +12,6 @@ import (
 	"github.com/dockpin/cri-dockerd/core/network"
 )
 
-// Network sets up and tears down pod networks (implemented by network.Manager).
-type Network interface {
-	// Status is nil when a usable network configuration is loaded.
-	Status(ctx context.Context) error
-	SetUp(ctx context.Context, pn network.PodNetwork) (network.Result, error)
-	// TearDown is idempotent and works without the network namespace.
-	TearDown(ctx context.Context, pn network.PodNetwork) error
-	// PodNetworkStatus returns the addresses SetUp gave a sandbox.
-	PodNetworkStatus(ctx context.Context, sandboxID string) (network.Result, error)
-	// Attached tells whether an attachment of the sandbox is still recorded (libcni's
-	// cache), or cannot be known to be gone.
-	Attached(sandboxID string) bool
-	SetPodCIDR(cidr string) error
-}
-
 // netnsPath is the network namespace of a running sandbox's pause process.
 func netnsPath(pid int) string {
 	if pid <= 0 {

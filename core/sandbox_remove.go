@@ -51,7 +51,7 @@ func (s *Service) RemovePodSandbox(ctx context.Context, req *runtimeapi.RemovePo
 // its pause container and its checkpoint are removed at once (upstream does one after
 // the other); see removeSandboxAtOnce.
 func (s *Service) removeSandbox(ctx context.Context, id string, sb *docker.ContainerDetails) (*runtimeapi.RemovePodSandboxResponse, error) {
-	if sb == nil && s.nri == nil {
+	if sb == nil && s.deps.NRI == nil {
 		return s.removeSandboxAtOnce(ctx, id)
 	}
 	if err := s.removeContainersOf(ctx, id); err != nil {
@@ -67,9 +67,9 @@ func (s *Service) removeSandbox(ctx context.Context, id string, sb *docker.Conta
 		}
 	}
 	var pod *nriapi.PodSandbox
-	if s.nri != nil {
+	if s.deps.NRI != nil {
 		if sb == nil {
-			if d, err := s.docker.InspectContainer(ctx, id); err == nil {
+			if d, err := s.deps.Docker.InspectContainer(ctx, id); err == nil {
 				sb = &d
 			}
 		}
@@ -82,8 +82,8 @@ func (s *Service) removeSandbox(ctx context.Context, id string, sb *docker.Conta
 	if err := s.removeSandboxContainer(ctx, id); err != nil {
 		return nil, err
 	}
-	if s.nri != nil {
-		if err := s.nri.RemovePodSandbox(ctx, pod); err != nil {
+	if s.deps.NRI != nil {
+		if err := s.deps.NRI.RemovePodSandbox(ctx, pod); err != nil {
 			s.logger(ctx).WithError(err).WithField("sandbox", id).Warn("NRI RemovePodSandbox failed")
 		}
 		s.forgetRelayed(podStopKey(id))
@@ -115,7 +115,7 @@ func (s *Service) removeSandboxAtOnce(ctx context.Context, id string) (*runtimea
 
 // removeContainersOf removes the containers of sandbox id (by its label), all at once.
 func (s *Service) removeContainersOf(ctx context.Context, id string) error {
-	cs, err := s.docker.ListContainers(ctx, docker.ContainerFilter{Labels: map[string]string{labelSandboxID: id}})
+	cs, err := s.deps.Docker.ListContainers(ctx, docker.ContainerFilter{Labels: map[string]string{labelSandboxID: id}})
 	if err != nil {
 		return fmt.Errorf("list containers of pod sandbox %s: %w", id, err)
 	}
@@ -133,7 +133,7 @@ func (s *Service) removeContainersOf(ctx context.Context, id string) error {
 
 // removeSandboxContainer removes the pause container of sandbox id (gone: done).
 func (s *Service) removeSandboxContainer(ctx context.Context, id string) error {
-	if err := ignoreNotFound(s.docker.RemoveContainer(ctx, id)); err != nil {
+	if err := ignoreNotFound(s.deps.Docker.RemoveContainer(ctx, id)); err != nil {
 		return fmt.Errorf("remove pod sandbox %s: %w", id, err)
 	}
 	return nil

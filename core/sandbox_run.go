@@ -33,15 +33,15 @@ func (s *Service) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandb
 	if err != nil {
 		return nil, err
 	}
-	if s.nri != nil {
+	if s.deps.NRI != nil {
 		// A plugin connecting meanwhile is synchronised with the pod or told of it.
-		defer s.nri.BlockSync()()
+		defer s.deps.NRI.BlockSync()()
 	}
 	id, err := s.createContainer(ctx, spec)
 	if err != nil {
 		return nil, fmt.Errorf("create pod sandbox %s: %w", spec.Name, err)
 	}
-	if s.nri != nil {
+	if s.deps.NRI != nil {
 		// Not shown to the CRI until the NRI plugins have run it.
 		defer s.hide(id)()
 	}
@@ -53,16 +53,16 @@ func (s *Service) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandb
 		if !hostNetwork(cfg) && s.deps.Network != nil {
 			errs = append(errs, s.tearDownNetwork(cctx, id, "", cfg.GetMetadata(), criPorts(cfg.GetPortMappings())))
 		}
-		errs = append(errs, ignoreNotFound(s.docker.RemoveContainer(cctx, id)), s.deps.Checkpoints.Remove(id))
+		errs = append(errs, ignoreNotFound(s.deps.Docker.RemoveContainer(cctx, id)), s.deps.Checkpoints.Remove(id))
 		return joinErrs(errs...)
 	}
 	if err := timed(ctx, "checkpoint.write", func() error { return s.deps.Checkpoints.Write(id, sandboxCheckpoint(cfg)) }); err != nil {
 		return nil, undo(fmt.Errorf("checkpoint pod sandbox %s: %w", id, err))
 	}
-	if err := s.docker.StartContainer(ctx, id); err != nil {
+	if err := s.deps.Docker.StartContainer(ctx, id); err != nil {
 		return nil, undo(fmt.Errorf("start pod sandbox %s: %w", id, err))
 	}
-	info, err := s.docker.InspectContainer(ctx, id)
+	info, err := s.deps.Docker.InspectContainer(ctx, id)
 	if err != nil {
 		return nil, undo(fmt.Errorf("inspect pod sandbox %s: %w", id, err))
 	}
@@ -81,11 +81,11 @@ func (s *Service) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandb
 			ips = append(ips, ip.String())
 		}
 	}
-	if s.nri != nil {
+	if s.deps.NRI != nil {
 		pod := nriPodOfConfig(id, info.Pid, cfg, req.GetRuntimeHandler(), ips)
-		if err := s.nri.RunPodSandbox(ctx, pod); err != nil {
+		if err := s.deps.NRI.RunPodSandbox(ctx, pod); err != nil {
 			// The plugins before the failing one have seen the pod: they release it.
-			if rerr := s.nri.RemovePodSandbox(context.WithoutCancel(ctx), pod); rerr != nil {
+			if rerr := s.deps.NRI.RemovePodSandbox(context.WithoutCancel(ctx), pod); rerr != nil {
 				log.WithError(rerr).Warn("NRI RemovePodSandbox of a pod sandbox whose run failed")
 			}
 			return nil, undo(nriError("RunPodSandbox", id, err))
@@ -168,12 +168,12 @@ func (s *Service) sandboxSpec(ctx context.Context, cfg *runtimeapi.PodSandboxCon
 // fails the create; only when the conflicting container is already gone is spec
 // created under the name with upstream's random suffix.
 func (s *Service) createContainer(ctx context.Context, spec docker.ContainerSpec) (string, error) {
-	id, err := s.docker.CreateContainer(ctx, spec)
+	id, err := s.deps.Docker.CreateContainer(ctx, spec)
 	if !cerrdefs.IsAlreadyExists(err) {
 		return id, err
 	}
 	log := s.logger(ctx).WithField("name", spec.Name)
-	conflict, ierr := s.docker.InspectContainer(ctx, spec.Name)
+	conflict, ierr := s.deps.Docker.InspectContainer(ctx, spec.Name)
 	switch {
 	case cerrdefs.IsNotFound(ierr):
 		// Gone since the create: the engine may still hold the name for a moment.
@@ -185,7 +185,7 @@ func (s *Service) createContainer(ctx context.Context, spec docker.ContainerSpec
 		log.WithFields(logrus.Fields{"container": conflict.ID, "state": conflict.State}).Warn("container name in use by a live container")
 		return "", err
 	default:
-		rerr := s.docker.RemoveContainer(ctx, conflict.ID)
+		rerr := s.deps.Docker.RemoveContainer(ctx, conflict.ID)
 		if rerr == nil {
 			log.WithField("container", conflict.ID).Info("container name was in use: removed the non-running container holding it, the retry can create it")
 			return "", fmt.Errorf("%w (the non-running container %s holding the name was removed: retry)", err, conflict.ID)
@@ -197,13 +197,13 @@ func (s *Service) createContainer(ctx context.Context, spec docker.ContainerSpec
 	}
 	spec.Name = withRandomSuffix(spec.Name)
 	log.WithField("random_name", spec.Name).Warn("container name held by a container that is gone, creating with a random suffix")
-	return s.docker.CreateContainer(ctx, spec)
+	return s.deps.Docker.CreateContainer(ctx, spec)
 }
 
 // ensureImage pulls ref unless the engine has it, with the node's credentials for its
 // registry (DefaultCredentialFiles), as upstream pulls the sandbox image.
 func (s *Service) ensureImage(ctx context.Context, ref string) error {
-	_, err := s.docker.InspectImage(ctx, ref)
+	_, err := s.deps.Docker.InspectImage(ctx, ref)
 	if !cerrdefs.IsNotFound(err) {
 		return err
 	}
@@ -213,7 +213,7 @@ func (s *Service) ensureImage(ctx context.Context, ref string) error {
 		s.logger(ctx).WithError(err).Warn("ignoring the node's registry credentials")
 	}
 	s.logger(ctx).WithField("image", ref).WithField("credentials", auth != nil).Info("pulling missing image")
-	return s.docker.PullImage(ctx, ref, docker.PullOptions{Auth: auth, ProgressDeadline: s.cfg.ImagePullProgressDeadline})
+	return s.deps.Docker.PullImage(ctx, ref, docker.PullOptions{Auth: auth, ProgressDeadline: s.cfg.ImagePullProgressDeadline})
 }
 
 // portBindings publishes the host ports of port mappings on Docker's bridge network.

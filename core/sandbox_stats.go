@@ -45,7 +45,7 @@ func (s *Service) sandboxStats(ctx context.Context, sb docker.ContainerDetails) 
 	if sb.State != docker.StateRunning {
 		return out, nil
 	}
-	total, err := s.docker.ContainerStats(ctx, sb.ID)
+	total, err := s.deps.Docker.ContainerStats(ctx, sb.ID)
 	if err != nil {
 		return nil, fmt.Errorf("stats of pod sandbox %s: %w", sb.ID, err)
 	}

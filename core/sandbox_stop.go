@@ -31,7 +31,7 @@ func (s *Service) StopPodSandbox(ctx context.Context, req *runtimeapi.StopPodSan
 	if err != nil {
 		return nil, err
 	}
-	cs, err := s.docker.ListContainers(ctx, docker.ContainerFilter{Running: true, Labels: map[string]string{labelSandboxID: sb.ID}})
+	cs, err := s.deps.Docker.ListContainers(ctx, docker.ContainerFilter{Running: true, Labels: map[string]string{labelSandboxID: sb.ID}})
 	if err != nil {
 		return nil, fmt.Errorf("list containers of pod sandbox %s: %w", sb.ID, err)
 	}
@@ -46,21 +46,21 @@ func (s *Service) StopPodSandbox(ctx context.Context, req *runtimeapi.StopPodSan
 	// must be forcibly terminated.
 	for _, c := range cs {
 		steps = append(steps, func() error {
-			if err := ignoreNotFound(s.docker.StopContainer(ctx, c.ID, 0)); err != nil {
+			if err := ignoreNotFound(s.deps.Docker.StopContainer(ctx, c.ID, 0)); err != nil {
 				return fmt.Errorf("stop container %s of pod sandbox %s: %w", c.ID, sb.ID, err)
 			}
-			if s.nri != nil {
-				if d, err := s.docker.InspectContainer(ctx, c.ID); err == nil {
+			if s.deps.NRI != nil {
+				if d, err := s.deps.Docker.InspectContainer(ctx, c.ID); err == nil {
 					s.relayStop(ctx, nriPod(sb, nil), nriContainer(d))
 				}
 			}
 			return nil
 		})
 	}
-	if s.nri != nil {
+	if s.deps.NRI != nil {
 		// NRI's order: the containers are stopped, then the plugins told of the pod's
 		// stop while it is still there, then its network and pause container go.
-		defer s.nri.BlockSync()()
+		defer s.deps.NRI.BlockSync()()
 		if err := concurrently(steps...); err != nil {
 			return nil, err
 		}
@@ -70,7 +70,7 @@ func (s *Service) StopPodSandbox(ctx context.Context, req *runtimeapi.StopPodSan
 	steps = append(steps, func() error { return s.tearDownSandbox(ctx, sb, netns) })
 	if sb.State == docker.StateRunning {
 		steps = append(steps, func() error {
-			if err := ignoreNotFound(s.docker.StopContainer(ctx, sb.ID, sandboxStopTimeout)); err != nil {
+			if err := ignoreNotFound(s.deps.Docker.StopContainer(ctx, sb.ID, sandboxStopTimeout)); err != nil {
 				return fmt.Errorf("stop pod sandbox %s: %w", sb.ID, err)
 			}
 			s.logger(ctx).WithField("sandbox", sb.ID).Info("pod sandbox stopped")

@@ -24,7 +24,7 @@ func (s *Service) containerStats(ctx context.Context, c docker.Container, md *ru
 	if c.State != docker.StateRunning {
 		return out, docker.ContainerStats{}, nil
 	}
-	st, err := s.docker.ContainerStats(ctx, c.ID)
+	st, err := s.deps.Docker.ContainerStats(ctx, c.ID)
 	if err != nil {
 		return nil, st, fmt.Errorf("stats of container %s: %w", c.ID, err)
 	}

@@ -12,7 +12,7 @@ import (
 // configuration and the pinning state as JSON (`crictl info`).
 func (s *Service) Status(ctx context.Context, req *runtimeapi.StatusRequest) (*runtimeapi.StatusResponse, error) {
 	runtimeReady := &runtimeapi.RuntimeCondition{Type: runtimeapi.RuntimeReady, Status: true}
-	if err := s.docker.Ping(ctx); err != nil {
+	if err := s.deps.Docker.Ping(ctx); err != nil {
 		runtimeReady.Status = false
 		runtimeReady.Reason = "DockerDaemonNotReady"
 		runtimeReady.Message = fmt.Sprintf("docker: failed to get docker version: %v", err)
@@ -34,7 +34,7 @@ func (s *Service) Status(ctx context.Context, req *runtimeapi.StatusRequest) (*r
 		Features: &runtimeapi.RuntimeFeatures{SupplementalGroupsPolicy: false, UserNamespacesHostNetwork: false, MountOptions: false},
 	}
 	if req.GetVerbose() {
-		parts := map[string]any{"config": s.cfg.Effective, "pinning": s.pins.Info(), "features": s.features()}
+		parts := map[string]any{"config": s.cfg.Effective, "pinning": s.deps.Pins.Info(), "features": s.features()}
 		for k, f := range s.deps.StatusInfo {
 			parts[k] = f()
 		}

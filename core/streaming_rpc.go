@@ -5,18 +5,9 @@ import (
 	"fmt"
 
 	cerrdefs "github.com/containerd/errdefs"
-	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/dockpin/cri-dockerd/core/docker"
 )
-
-// Streamer hands out the URLs of exec, attach and port-forward streams and serves
-// them (implemented by streaming.Server).
-type Streamer interface {
-	GetExec(req *runtimeapi.ExecRequest) (*runtimeapi.ExecResponse, error)
-	GetAttach(req *runtimeapi.AttachRequest) (*runtimeapi.AttachResponse, error)
-	GetPortForward(req *runtimeapi.PortForwardRequest) (*runtimeapi.PortForwardResponse, error)
-}
 
 // streamer returns the streaming server, Unimplemented without one.
 func (s *Service) streamer() (Streamer, error) {

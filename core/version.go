@@ -8,7 +8,7 @@ import (
 
 // Version reports the runtime name "docker", the engine's version and CRI API v1.
 func (s *Service) Version(ctx context.Context, _ *runtimeapi.VersionRequest) (*runtimeapi.VersionResponse, error) {
-	v, err := s.docker.Version(ctx)
+	v, err := s.deps.Docker.Version(ctx)
 	if err != nil {
 		return nil, err
 	}

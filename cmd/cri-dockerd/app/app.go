@@ -160,7 +160,7 @@ func run(opts *Options, log *logrus.Logger, hup <-chan os.Signal, wait engineWai
 		ImageVolumeSubpaths:       v.APIAtLeast("1.51"),
 		RefusePinnedRemoval:       opts.RestorePinnedImages,
 	}
-	deps := core.Deps{Pins: pins, Checkpoints: checkpoints, Metrics: stats.NewCollector("/"), Log: log}
+	deps := core.Deps{Pins: pins, Preload: pins, Checkpoints: checkpoints, Metrics: stats.NewCollector("/"), Log: log}
 	if opts.NetworkPlugin != "" { // "cni": Validate refused anything else
 		nw, err := network.New(opts.networkConfig(), log.WithField("component", "cni"))
 		if err != nil {
