@@ -5,14 +5,14 @@ export GOTOOLCHAIN := local
 export PATH := /usr/local/go/bin:$(PATH)
 
 BIN       := _output/cri-dockerd
-# The version is upstream's release (cmd/cri-dockerd/app/version.go) + semver build metadata:
+# The version is upstream's release (internal/app/version.go) + semver build metadata:
 # dockpin.<commit count>.g<short commit>[.dirty], so that dpkg and rpm order our builds (docs/compatibility.md, "Versions").
 COMMIT    ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 BUILD_META ?= $(shell n=$$(git rev-list --count HEAD 2>/dev/null) && \
                 echo "dockpin.$$n.g$$(git rev-parse --short=7 HEAD)$$(git diff --quiet HEAD -- 2>/dev/null || echo .dirty)" || \
                 echo dockpin.dev)
-LDFLAGS   := -X github.com/dockpin/cri-dockerd/cmd/cri-dockerd/app.build=$(BUILD_META) \
-             -X github.com/dockpin/cri-dockerd/cmd/cri-dockerd/app.gitCommit=$(COMMIT)
+LDFLAGS   := -X github.com/dockpin/cri-dockerd/internal/app.build=$(BUILD_META) \
+             -X github.com/dockpin/cri-dockerd/internal/app.gitCommit=$(COMMIT)
 # Image stores the e2e suite runs against (both by default).
 E2E_STORES ?= classic containerd
 # How long `make fuzz` runs each fuzz target.
@@ -115,7 +115,7 @@ bench-lifecycle: build ## critest lifecycle latencies, ours beside upstream cri-
 
 .PHONY: bench
 bench: build ## Go benchmarks (ListImages, pin matching) and e2e crictl timings with 1,000 images
-	go test -run '^$$' -bench . -benchmem -count=5 ./core/ ./pinning/ ./pinproxy/
+	go test -run '^$$' -bench . -benchmem -count=5 ./internal/core/ ./pinning/ ./internal/pinproxy/
 	CRI_DOCKERD_BIN=$(CURDIR)/$(BIN) hack/bench-e2e.sh
 
 .PHONY: demo

@@ -5,7 +5,7 @@ package main
 import (
 	"os"
 
-	"github.com/dockpin/cri-dockerd/cmd/cri-dockerd/app"
+	"github.com/dockpin/cri-dockerd/internal/app"
 )
 
 func main() {

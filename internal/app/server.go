@@ -1,0 +1,207 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/signal"
+	"path"
+	"runtime/debug"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/containerd/errdefs/pkg/errgrpc"
+	"github.com/coreos/go-systemd/v22/daemon"
+	"github.com/sirupsen/logrus"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/dockpin/cri-dockerd/internal/core"
+	"github.com/dockpin/cri-dockerd/internal/logctx"
+	"github.com/dockpin/cri-dockerd/internal/metrics"
+)
+
+// maxMsgSize is the gRPC message limit each way, as upstream (16 MiB).
+const maxMsgSize = 16 << 20
+
+// interceptor gives every request a logger with rpc and req_id, bounds it by the
+// runtime request timeout, recovers a panicking handler, and converts errdefs kinds
+// to gRPC codes: the one place where that conversion happens. It serves unary RPCs
+// and, with the same logger, recovery and conversion, server-streaming ones.
+type interceptor struct {
+	log     logrus.FieldLogger
+	timeout time.Duration
+	nextID  atomic.Uint64
+}
+
+// longRunning RPCs are not bounded by --runtime-request-timeout (as kubelet and upstream).
+var longRunning = map[string]bool{"PullImage": true, "ExecSync": true, "Exec": true, "Attach": true, "PortForward": true}
+
+// polling RPCs are logged at debug level; everything else changes state and is logged at info.
+func polling(rpc string) bool {
+	return strings.HasPrefix(rpc, "List") || strings.HasSuffix(rpc, "Status") ||
+		rpc == "ImageFsInfo" || rpc == "Version" || strings.HasSuffix(rpc, "Stats")
+}
+
+func (i *interceptor) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	rpc := path.Base(info.FullMethod)
+	var resp any
+	err := i.serve(ctx, rpc, !longRunning[rpc], func(ctx context.Context) error {
+		var err error
+		resp, err = handler(ctx, req)
+		return err
+	})
+	return resp, err
+}
+
+// stream serves a server-streaming RPC as unary serves the others; streams are
+// long-lived, so the request timeout does not apply.
+func (i *interceptor) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	return i.serve(ss.Context(), path.Base(info.FullMethod), false, func(ctx context.Context) error {
+		return handler(srv, &ctxStream{ServerStream: ss, ctx: ctx})
+	})
+}
+
+// ctxStream is a server stream whose handler sees the interceptor's context.
+type ctxStream struct {
+	grpc.ServerStream
+	ctx context.Context
+}
+
+func (s *ctxStream) Context() context.Context { return s.ctx }
+
+// serve runs the handler call with the request's logger in ctx, bounded by the
+// request timeout when bounded, and returns its error converted to a gRPC status.
+func (i *interceptor) serve(ctx context.Context, rpc string, bounded bool, call func(context.Context) error) error {
+	log := i.log.WithField("rpc", rpc).WithField("req_id", i.nextID.Add(1))
+	ctx = logctx.With(ctx, log)
+	if bounded && i.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, i.timeout)
+		defer cancel()
+	}
+	ctx, phases := logctx.WithPhases(ctx)
+	start := time.Now()
+	err := recovered(log, rpc, func() error { return call(ctx) })
+	took := time.Since(start)
+	log = log.WithField("duration", took.Round(time.Microsecond))
+	if f := phases.Fields(); len(f) > 0 {
+		// Where the time went: engine calls, CNI plugins, file writes; t.rest is ours
+		// (below zero when phases overlap, as StopPodSandbox's do).
+		log.WithFields(f).WithField("t.rest", (took - phases.Total()).Round(time.Microsecond)).Debug("request phases")
+	}
+	if err != nil {
+		err = errgrpc.ToGRPC(err)
+		entry := log.WithField("code", status.Code(err)).WithError(err)
+		if status.Code(err) == codes.NotFound || status.Code(err) == codes.Unimplemented {
+			entry.Debug("request failed")
+		} else {
+			entry.Warn("request failed")
+		}
+		return err
+	}
+	if polling(rpc) {
+		log.Debug("request done")
+	} else {
+		log.Info("request done")
+	}
+	return nil
+}
+
+// recovered runs fn and turns a panic in it into an Internal error naming rpc,
+// logged at error level with the stack: a bug in one handler fails that request,
+// not the daemon every pod on the node depends on.
+func recovered(log logrus.FieldLogger, rpc string, fn func() error) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			log.WithField("panic", fmt.Sprint(p)).WithField("stack", string(debug.Stack())).
+				Error("request handler panicked; answering Internal")
+			err = status.Errorf(codes.Internal, "%s: internal error: handler panicked: %v", rpc, p)
+		}
+	}()
+	return fn()
+}
+
+// criServer is both CRI services (core.Service).
+type criServer interface {
+	runtimeapi.RuntimeServiceServer
+	runtimeapi.ImageServiceServer
+}
+
+var _ criServer = (*core.Service)(nil)
+
+// newGRPCServer returns a server with both CRI services registered; with metrics (not
+// nil), every RPC is counted and timed, outside our interceptor so that the code counted
+// is the one the client gets.
+func newGRPCServer(svc criServer, log logrus.FieldLogger, timeout time.Duration, prom *metrics.Metrics) *grpc.Server {
+	ic := &interceptor{log: log, timeout: timeout}
+	unary := []grpc.UnaryServerInterceptor{ic.unary}
+	stream := []grpc.StreamServerInterceptor{ic.stream}
+	if prom != nil {
+		u, s := prom.Instrument()
+		unary = append([]grpc.UnaryServerInterceptor{u}, unary...)
+		stream = append([]grpc.StreamServerInterceptor{s}, stream...)
+	}
+	srv := grpc.NewServer(
+		grpc.MaxRecvMsgSize(maxMsgSize),
+		grpc.MaxSendMsgSize(maxMsgSize),
+		grpc.ChainUnaryInterceptor(unary...),
+		grpc.ChainStreamInterceptor(stream...),
+	)
+	runtimeapi.RegisterRuntimeServiceServer(srv, svc)
+	runtimeapi.RegisterImageServiceServer(srv, svc)
+	if prom != nil {
+		prom.Initialize(srv)
+	}
+	return srv
+}
+
+// serving is what serve runs: the gRPC server on its listener, until SIGTERM or
+// SIGINT (a graceful stop bounded by timeout), the server failing, or failed
+// delivering an error (a part without which the runtime must not serve).
+type serving struct {
+	srv     *grpc.Server
+	lis     net.Listener
+	timeout time.Duration
+	// hup delivers SIGHUP; reload is called for each.
+	hup    <-chan os.Signal
+	reload func()
+	// failed, when not nil, delivers the error of a part the runtime cannot serve without.
+	failed <-chan error
+}
+
+// serve serves, tells systemd it is ready (sd_notify), and stops as serving says.
+func serve(s serving, log logrus.FieldLogger) error {
+	served := make(chan error, 1)
+	go func() { served <- s.srv.Serve(s.lis) }()
+	if ok, err := daemon.SdNotify(false, daemon.SdNotifyReady); err != nil {
+		log.WithError(err).Warn("sd_notify READY failed")
+	} else if ok {
+		log.Debug("sent sd_notify READY")
+	}
+	signals := make(chan os.Signal, 4)
+	signal.Notify(signals, syscall.SIGTERM, syscall.SIGINT)
+	defer signal.Stop(signals)
+	for {
+		select {
+		case err := <-served:
+			return fmt.Errorf("grpc server: %w", err)
+		case err := <-s.failed:
+			// Let the supervisor restart us rather than serve half a runtime.
+			s.srv.Stop()
+			return err
+		case <-s.hup:
+			s.reload()
+		case sig := <-signals:
+			log.WithField("signal", sig.String()).Info("stopping: waiting for in-flight requests")
+			_, _ = daemon.SdNotify(false, daemon.SdNotifyStopping)
+			gracefulStop(s.srv, s.timeout, log)
+			return nil
+		}
+	}
+}

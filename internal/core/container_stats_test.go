@@ -1,0 +1,184 @@
+package core
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/google/go-cmp/cmp"
+	"github.com/sirupsen/logrus"
+	logtest "github.com/sirupsen/logrus/hooks/test"
+	"google.golang.org/protobuf/testing/protocmp"
+	"gotest.tools/v3/assert"
+	is "gotest.tools/v3/assert/cmp"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/dockpin/cri-dockerd/internal/core/docker"
+	"github.com/dockpin/cri-dockerd/internal/logctx"
+)
+
+// rtSample is a stats sample whose counters are multiples of n.
+func rtSample(n uint64, at time.Time) docker.ContainerStats {
+	return docker.ContainerStats{
+		Timestamp: at, CPUUsageNanos: 1000 * n, MemoryUsageBytes: 100 * n, MemoryWorkingSetBytes: 80 * n,
+		MemoryRSSBytes: 50 * n, PageFaults: 10 * n, MajorPageFaults: n, Pids: n,
+	}
+}
+
+func u64(v uint64) *runtimeapi.UInt64Value { return &runtimeapi.UInt64Value{Value: v} }
+
+func TestContainerStats(t *testing.T) {
+	env := newRTEnv(t)
+	sbID, sbCfg := env.webSandbox(t)
+	cfg := rtContainerConfig("app")
+	cfg.Annotations = map[string]string{"note": "n"}
+	cid := env.createContainer(t, sbID, sbCfg, cfg)
+	ctx := context.Background()
+
+	// Created: attributes only.
+	attrs := &runtimeapi.ContainerAttributes{
+		Id: cid, Metadata: &runtimeapi.ContainerMetadata{Name: "app"},
+		Labels: map[string]string{labelContainerName: "app"}, Annotations: map[string]string{"note": "n"},
+	}
+	resp, err := env.svc.ContainerStats(ctx, &runtimeapi.ContainerStatsRequest{ContainerId: cid})
+	assert.NilError(t, err)
+	if diff := cmp.Diff(&runtimeapi.ContainerStats{Attributes: attrs}, resp.Stats, protocmp.Transform()); diff != "" {
+		t.Errorf("created (-want +got):\n%s", diff)
+	}
+
+	env.startContainer(t, cid)
+	at := time.Unix(1700000000, 5)
+	env.engine.SetStats(cid, rtSample(3, at))
+	resp, err = env.svc.ContainerStats(ctx, &runtimeapi.ContainerStatsRequest{ContainerId: cid})
+	assert.NilError(t, err)
+	want := &runtimeapi.ContainerStats{
+		Attributes: attrs,
+		Cpu:        &runtimeapi.CpuUsage{Timestamp: at.UnixNano(), UsageCoreNanoSeconds: u64(3000)},
+		Memory: &runtimeapi.MemoryUsage{
+			Timestamp: at.UnixNano(), WorkingSetBytes: u64(240), UsageBytes: u64(300), RssBytes: u64(150),
+			PageFaults: u64(30), MajorPageFaults: u64(3),
+		},
+	}
+	if diff := cmp.Diff(want, resp.Stats, protocmp.Transform()); diff != "" {
+		t.Errorf("running (-want +got):\n%s", diff)
+	}
+
+	assert.NilError(t, stopContainer(env, cid, 0))
+	resp, err = env.svc.ContainerStats(ctx, &runtimeapi.ContainerStatsRequest{ContainerId: cid})
+	assert.NilError(t, err)
+	assert.Check(t, resp.Stats.Cpu == nil && resp.Stats.Memory == nil, "exited: %v", resp.Stats)
+
+	for _, bad := range []string{"0123456789abcdef", sbID} {
+		_, err := env.svc.ContainerStats(ctx, &runtimeapi.ContainerStatsRequest{ContainerId: bad})
+		assert.Check(t, cerrdefs.IsNotFound(err), "%s: %v", bad, err)
+	}
+}
+
+func TestContainerStatsEngineError(t *testing.T) {
+	env := newRTEnv(t)
+	_, cid := runningContainer(t, env)
+	env.engine.InjectError("ContainerStats", cerrdefs.ErrUnavailable)
+	_, err := env.svc.ContainerStats(context.Background(), &runtimeapi.ContainerStatsRequest{ContainerId: cid})
+	assert.Check(t, cerrdefs.IsUnavailable(err), "got %v", err)
+	_, err = env.svc.ListContainerStats(context.Background(), &runtimeapi.ListContainerStatsRequest{})
+	assert.Check(t, cerrdefs.IsUnavailable(err), "got %v", err)
+}
+
+func TestListContainerStats(t *testing.T) {
+	env := newRTEnv(t)
+	webCfg := rtSandboxConfig("web")
+	web := env.runSandbox(t, webCfg)
+	dbCfg := rtSandboxConfig("db")
+	db := env.runSandbox(t, dbCfg)
+	appCfg := rtContainerConfig("app")
+	appCfg.Labels["tier"] = "front"
+	app := env.createContainer(t, web, webCfg, appCfg)
+	env.startContainer(t, app)
+	created := env.createContainer(t, web, webCfg, rtContainerConfig("sidecar"))
+	sql := env.runContainer(t, db, dbCfg, "sql")
+	at := time.Now()
+	env.engine.SetStats(app, rtSample(1, at))
+	env.engine.SetStats(sql, rtSample(2, at))
+
+	list := func(f *runtimeapi.ContainerStatsFilter) map[string]*runtimeapi.ContainerStats {
+		t.Helper()
+		resp, err := env.svc.ListContainerStats(context.Background(), &runtimeapi.ListContainerStatsRequest{Filter: f})
+		assert.NilError(t, err)
+		out := map[string]*runtimeapi.ContainerStats{}
+		for _, s := range resp.Stats {
+			out[s.Attributes.Id] = s
+		}
+		return out
+	}
+	keys := func(m map[string]*runtimeapi.ContainerStats) []string {
+		var ids []string
+		for k := range m {
+			ids = append(ids, k)
+		}
+		slices.Sort(ids)
+		return ids
+	}
+
+	all := list(nil)
+	assert.DeepEqual(t, keys(all), sorted(app, created, sql))
+	assert.Equal(t, all[app].GetCpu().GetUsageCoreNanoSeconds().GetValue(), uint64(1000))
+	assert.Equal(t, all[sql].GetMemory().GetWorkingSetBytes().GetValue(), uint64(160))
+	assert.Check(t, all[created].Cpu == nil && all[created].Memory == nil)
+	assert.Equal(t, all[created].Attributes.Metadata.Name, "sidecar")
+
+	assert.DeepEqual(t, keys(list(&runtimeapi.ContainerStatsFilter{PodSandboxId: web})), sorted(app, created))
+	assert.DeepEqual(t, keys(list(&runtimeapi.ContainerStatsFilter{Id: sql})), []string{sql})
+	assert.DeepEqual(t, keys(list(&runtimeapi.ContainerStatsFilter{LabelSelector: map[string]string{"tier": "front"}})), []string{app})
+	assert.Check(t, is.Len(list(&runtimeapi.ContainerStatsFilter{Id: web}), 0), "sandboxes are no containers")
+}
+
+// hookedCtx returns a context carrying a debug-level request logger and the hook
+// that records what it logs.
+func hookedCtx() (context.Context, *logtest.Hook) {
+	log, hook := logtest.NewNullLogger()
+	log.SetLevel(logrus.DebugLevel)
+	return logctx.With(context.Background(), log), hook
+}
+
+// logged reports whether hook has an entry at level whose field key is value.
+func logged(hook *logtest.Hook, level logrus.Level, key, value string) bool {
+	for _, e := range hook.AllEntries() {
+		if e.Level == level && e.Data[key] == value {
+			return true
+		}
+	}
+	return false
+}
+
+func TestListContainerStatsLeavesOutVanishedAndFailing(t *testing.T) {
+	env := newRTEnv(t)
+	sbID, sbCfg := env.webSandbox(t)
+	ids := map[string]string{}
+	for _, name := range []string{"keep", "gone", "broken"} {
+		ids[name] = env.createContainer(t, sbID, sbCfg, rtContainerConfig(name))
+		env.startContainer(t, ids[name])
+		env.engine.SetStats(ids[name], rtSample(1, time.Now()))
+	}
+	// Removed between the list and its stats; its stats fail.
+	env.engine.RemoveBefore("ContainerStats", ids["gone"])
+	env.engine.InjectContainerError("ContainerStats", ids["broken"], fmt.Errorf("injected: %w", cerrdefs.ErrInternal))
+
+	ctx, hook := hookedCtx()
+	resp, err := env.svc.ListContainerStats(ctx, &runtimeapi.ListContainerStatsRequest{})
+	assert.NilError(t, err)
+	var got []string
+	for _, s := range resp.Stats {
+		got = append(got, s.Attributes.Id)
+	}
+	assert.DeepEqual(t, got, []string{ids["keep"]})
+	assert.Check(t, logged(hook, logrus.DebugLevel, "container", ids["gone"]), "%v", hook.AllEntries())
+	assert.Check(t, logged(hook, logrus.WarnLevel, "container", ids["broken"]), "%v", hook.AllEntries())
+
+	// An engine that cannot be reached fails the list: no empty answer.
+	env.engine.InjectContainerError("ContainerStats", ids["broken"], fmt.Errorf("injected: %w", cerrdefs.ErrUnavailable))
+	_, err = env.svc.ListContainerStats(ctx, &runtimeapi.ListContainerStatsRequest{})
+	assert.Check(t, cerrdefs.IsUnavailable(err), "got %v", err)
+}

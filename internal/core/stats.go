@@ -1,0 +1,112 @@
+package core
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/dockpin/cri-dockerd/internal/core/docker"
+	"github.com/dockpin/cri-dockerd/internal/core/stats"
+)
+
+// containerStats samples a container; a container that is not running gets its
+// attributes only.
+func (s *Service) containerStats(ctx context.Context, c docker.Container, md *runtimeapi.ContainerMetadata) (*runtimeapi.ContainerStats, docker.ContainerStats, error) {
+	labels, annotations := splitLabels(c.Labels)
+	out := &runtimeapi.ContainerStats{Attributes: &runtimeapi.ContainerAttributes{
+		Id: c.ID, Metadata: md, Labels: labels, Annotations: annotations,
+	}}
+	if c.State != docker.StateRunning {
+		return out, docker.ContainerStats{}, nil
+	}
+	st, err := s.deps.Docker.ContainerStats(ctx, c.ID)
+	if err != nil {
+		return nil, st, fmt.Errorf("stats of container %s: %w", c.ID, err)
+	}
+	out.Cpu = cpuUsage(st)
+	out.Memory = memoryUsage(st)
+	return out, st, nil
+}
+
+// leaveOut decides what err, met sampling one item (a container or a pod sandbox,
+// kind, with id) of a stats list, does to the list. An item that vanished meanwhile
+// (NotFound) or whose sampling failed is left out, logged, and true returned: one
+// item's trouble must not fail the whole list, as kubelet then has no stats at all.
+// It returns false, and the list fails with err, when the request itself has ended
+// or the engine cannot be reached: then no item could be sampled, and an empty list
+// would claim there is nothing to report.
+func (s *Service) leaveOut(ctx context.Context, err error, kind, id string) bool {
+	if ctx.Err() != nil || cerrdefs.IsUnavailable(err) {
+		return false
+	}
+	log := s.logger(ctx).WithError(err).WithField(kind, id)
+	if cerrdefs.IsNotFound(err) {
+		log.Debug("leaving out the stats of a " + kind + " that is gone")
+	} else {
+		log.Warn("leaving out the stats of a " + kind + " that cannot be sampled")
+	}
+	return true
+}
+
+func cpuUsage(st docker.ContainerStats) *runtimeapi.CpuUsage {
+	return &runtimeapi.CpuUsage{Timestamp: st.Timestamp.UnixNano(), UsageCoreNanoSeconds: &runtimeapi.UInt64Value{Value: st.CPUUsageNanos}}
+}
+
+func memoryUsage(st docker.ContainerStats) *runtimeapi.MemoryUsage {
+	return &runtimeapi.MemoryUsage{
+		Timestamp:       st.Timestamp.UnixNano(),
+		WorkingSetBytes: &runtimeapi.UInt64Value{Value: st.MemoryWorkingSetBytes},
+		UsageBytes:      &runtimeapi.UInt64Value{Value: st.MemoryUsageBytes},
+		RssBytes:        &runtimeapi.UInt64Value{Value: st.MemoryRSSBytes},
+		PageFaults:      &runtimeapi.UInt64Value{Value: st.PageFaults},
+		MajorPageFaults: &runtimeapi.UInt64Value{Value: st.MajorPageFaults},
+	}
+}
+
+// sum adds b's counters to a.
+func sum(a *docker.ContainerStats, b docker.ContainerStats) {
+	a.CPUUsageNanos += b.CPUUsageNanos
+	a.MemoryUsageBytes += b.MemoryUsageBytes
+	a.MemoryWorkingSetBytes += b.MemoryWorkingSetBytes
+	a.MemoryRSSBytes += b.MemoryRSSBytes
+	a.PageFaults += b.PageFaults
+	a.MajorPageFaults += b.MajorPageFaults
+	a.Pids += b.Pids
+	if b.Timestamp.After(a.Timestamp) {
+		a.Timestamp = b.Timestamp
+	}
+}
+
+// podNetworkUsage reads the interface counters of a sandbox's network namespace
+// from /proc/<pid>/net/dev (the engine knows nothing of interfaces CNI made); eth0,
+// CNI's pod interface, is the default one.
+func podNetworkUsage(pid int, now time.Time) (*runtimeapi.NetworkUsage, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/net/dev")
+	if err != nil {
+		return nil, fmt.Errorf("read pod network counters: %w", err)
+	}
+	usage := &runtimeapi.NetworkUsage{Timestamp: now.UnixNano()}
+	for _, i := range stats.ParseNetDev(b) {
+		iface := &runtimeapi.NetworkInterfaceUsage{
+			Name:     i.Name,
+			RxBytes:  &runtimeapi.UInt64Value{Value: i.RxBytes},
+			RxErrors: &runtimeapi.UInt64Value{Value: i.RxErrors},
+			TxBytes:  &runtimeapi.UInt64Value{Value: i.TxBytes},
+			TxErrors: &runtimeapi.UInt64Value{Value: i.TxErrors},
+		}
+		if i.Name == "eth0" || usage.DefaultInterface == nil {
+			if usage.DefaultInterface != nil {
+				usage.Interfaces = append(usage.Interfaces, usage.DefaultInterface)
+			}
+			usage.DefaultInterface = iface
+			continue
+		}
+		usage.Interfaces = append(usage.Interfaces, iface)
+	}
+	return usage, nil
+}

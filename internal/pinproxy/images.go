@@ -1,0 +1,144 @@
+package pinproxy
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/containerd/errdefs/pkg/errgrpc"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/dockpin/cri-dockerd/internal/logctx"
+	"github.com/dockpin/cri-dockerd/pinning"
+)
+
+// call forwards a unary RPC's request frame unchanged and decodes the backend's
+// answer into resp; it returns the request frame, the backend's header and trailer.
+func (p *Proxy) call(ctx context.Context, ss grpc.ServerStream, method string, resp proto.Message) (req frame, hdr, trl metadata.MD, err error) {
+	if err := ss.RecvMsg(&req); err != nil {
+		return req, nil, nil, err
+	}
+	var raw frame
+	err = p.conn.Invoke(ctx, method, &req, &raw, grpc.ForceCodec(rawCodec{}), grpc.Header(&hdr), grpc.Trailer(&trl))
+	if err != nil {
+		return req, nil, nil, err
+	}
+	if err := proto.Unmarshal(raw.payload, resp); err != nil {
+		return req, nil, nil, status.Errorf(codes.Internal, "proxy: decode the backend's %s answer: %v", method, err)
+	}
+	return req, hdr, trl, nil
+}
+
+// reply sends resp with the backend's header and trailer.
+func reply(ss grpc.ServerStream, resp proto.Message, hdr, trl metadata.MD) error {
+	if len(hdr) > 0 {
+		if err := ss.SendHeader(hdr); err != nil {
+			return err
+		}
+	}
+	ss.SetTrailer(trl)
+	return ss.SendMsg(resp)
+}
+
+// listImages answers the backend's list with each image pinned when the backend or one
+// of our sources pins it. When a source has no usable state the whole answer is
+// Unavailable: a list showing pinned images unpinned would let kubelet's GC delete them.
+func (p *Proxy) listImages(ctx context.Context, ss grpc.ServerStream) error {
+	var resp runtimeapi.ListImagesResponse
+	_, hdr, trl, err := p.call(ctx, ss, listImagesMethod, &resp)
+	if err != nil {
+		return err
+	}
+	labels, err := p.engine.ImageLabels(ctx)
+	if err != nil {
+		return errgrpc.ToGRPC(fmt.Errorf("list images: read image labels from the engine: %w", err))
+	}
+	views := make([]pinning.Image, len(resp.Images))
+	for i, img := range resp.Images {
+		views[i] = view(img, labels[img.GetId()])
+	}
+	reasons, err := p.pins.Evaluate(ctx, views)
+	if err != nil {
+		return errgrpc.ToGRPC(fmt.Errorf("list images: %w", err))
+	}
+	npinned := 0
+	for i, img := range resp.Images {
+		img.Pinned = img.Pinned || len(reasons[i]) > 0
+		if img.Pinned {
+			npinned++
+		}
+	}
+	logctx.For(ctx, p.log).WithField("images", len(resp.Images)).WithField("pinned", npinned).Debug("listed images through the backend")
+	return reply(ss, &resp, hdr, trl)
+}
+
+// imageStatus answers the backend's status with the image pinned when the backend or
+// one of our sources pins it. Like ImageStatus itself it never fails for pinning: a
+// source without state, or labels the engine cannot give, add no reason.
+func (p *Proxy) imageStatus(ctx context.Context, ss grpc.ServerStream) error {
+	var resp runtimeapi.ImageStatusResponse
+	raw, hdr, trl, err := p.call(ctx, ss, imageStatusMethod, &resp)
+	if err != nil {
+		return err
+	}
+	img := resp.GetImage()
+	if img == nil {
+		return reply(ss, &resp, hdr, trl)
+	}
+	log := logctx.For(ctx, p.log)
+	labels, err := p.engine.ImageLabelsOf(ctx, img.Id)
+	if err != nil && !cerrdefs.IsNotFound(err) {
+		log.WithError(err).Warn("image status: cannot read the image's labels from the engine; deciding its pins without them")
+	}
+	reasons := p.pins.Check(ctx, view(img, labels))
+	img.Pinned = img.Pinned || len(reasons) > 0
+	var req runtimeapi.ImageStatusRequest
+	if proto.Unmarshal(raw.payload, &req) == nil && req.Verbose && len(reasons) > 0 {
+		// An object, which crictl inspecti shows as JSON (any other value stays a string).
+		b, err := json.Marshal(struct {
+			PinReasons []pinning.Reason `json:"pinReasons"`
+		}{reasons})
+		if err == nil {
+			if resp.Info == nil {
+				resp.Info = map[string]string{}
+			}
+			resp.Info["pinProxy"] = string(b)
+		}
+	}
+	return reply(ss, &resp, hdr, trl)
+}
+
+func view(img *runtimeapi.Image, labels map[string]string) pinning.Image {
+	return pinning.Image{ID: img.GetId(), RepoTags: img.GetRepoTags(), RepoDigests: img.GetRepoDigests(), Labels: labels}
+}
+
+// status answers the backend's Status; verbose (crictl info), with our pinning state
+// under "pinning" (in place of the backend's, if it has one: ours decides what kubelet
+// sees) and the backend under "pinProxy".
+func (p *Proxy) status(ctx context.Context, ss grpc.ServerStream) error {
+	var resp runtimeapi.StatusResponse
+	raw, hdr, trl, err := p.call(ctx, ss, statusMethod, &resp)
+	if err != nil {
+		return err
+	}
+	var req runtimeapi.StatusRequest
+	if proto.Unmarshal(raw.payload, &req) == nil && req.Verbose {
+		if resp.Info == nil {
+			resp.Info = map[string]string{}
+		}
+		for k, v := range map[string]any{"pinning": p.pins.Info(), "pinProxy": map[string]string{"backend": p.target}} {
+			b, err := json.Marshal(v)
+			if err != nil {
+				return status.Errorf(codes.Internal, "status: %v", err)
+			}
+			resp.Info[k] = string(b)
+		}
+	}
+	return reply(ss, &resp, hdr, trl)
+}
