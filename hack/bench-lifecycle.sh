@@ -27,127 +27,22 @@ SKIP=Image
 
 [[ -x $OURS ]] || die "no $OURS (run make build, or set CRI_DOCKERD_BIN)"
 UPSTREAM=${UPSTREAM_CRI_DOCKERD_BIN:-$("$HACK_DIR/install-upstream.sh" | tail -n1)}
-ensure_apt jq
 ensure_docker_cli
 
-# samples DIR... — every sample of the runs in DIRs as {op, ms}: critest's *_benchmark_data.json and the
-# "from scratch" measurement in ginkgo's JSON reports; ops are named by the CRI call they time.
-samples() {
-  local d f files=()
-  for d in "$@"; do
-    for f in "$d"/*_benchmark_data.json "$d"/report*.json; do [[ -e $f ]] && files+=("$f"); done
-  done
-  ((${#files[@]})) || { echo '[]'; return; }
-  jq -n '
-    {CreatePod: "RunPodSandbox", StatusPod: "PodSandboxStatus", StopPod: "StopPodSandbox", RemovePod: "RemovePodSandbox",
-     StatusContainer: "ContainerStatus"} as $rpc |
-    [inputs |
-      if type == "object" and has("operationsNames") then
-        .operationsNames as $n | .datapoints[].operationsDurationsNs | to_entries[] |
-        {op: ($rpc[$n[.key]] // $n[.key]), ms: (.value / 1e6)}
-      else
-        .[]?.SpecReports[]?.ReportEntries[]? | select(.Name == "start-container-benchmark") |
-        .Value.AsJSON | fromjson | .Measurements[]? | select(.Name == "create PodSandbox and container") |
-        .Durations[] | {op: "PodAndContainer", ms: (. / 1e6)}
-      end]' "${files[@]}"
+# BENCHTOOL computes the tables from the runs' output (hack/benchtool, built once per run): table, the
+# per-op medians (p90) of each binary, the ratio of the medians and the range of the per-round ratios (the
+# two binaries' runs back to back, under the same load: a range that spans 1 is a tie); usage, each
+# binary's CPU time per critest run and peak RSS; phases, where ours' time went per op, from the "request
+# phases" lines of its counted runs (BENCH_OURS_ARGS=--log-level=debug): the RPC, its engine calls, the
+# CNI plugins, the checkpoint files, ours (the rest), and the engine calls' median over upstream's median.
+BENCHTOOL=$BENCH_OUT/benchtool
+build_benchtool() {
+  mkdir -p "$BENCH_OUT"
+  (cd "$HACK_DIR/.." && go build -o "$BENCHTOOL" ./hack/benchtool)
 }
-
-# rounds STORE — each round's samples, [{ours: [...], upstream: [...]}, ...], for the per-round ratios.
-rounds() {
-  local store=$1 d i out='[]'
-  for d in "$BENCH_OUT/$store"/ours-*/; do
-    i=${d%/}
-    i=${i##*-}
-    [[ -d $BENCH_OUT/$store/upstream-$i ]] || continue
-    out=$(jq -c --argjson o "$(samples "$d")" --argjson u "$(samples "$BENCH_OUT/$store/upstream-$i")" \
-      '. + [{ours: $o, upstream: $u}]' <<<"$out")
-  done
-  echo "$out"
-}
-
-# JQ_ROUNDING — jq definitions that table and phases share: q($p), the $p quantile of an array (q(0.5),
-# the median), and r and r2, rounding to one and two decimals.
-# shellcheck disable=SC2016 # jq variables, not the shell's
-JQ_ROUNDING='def q($p): sort as $v | $v[(($v | length) - 1) * $p | round];
-    def r: . * 10 | round / 10;
-    def r2: . * 100 | round / 100;'
-
-# table STORE — the per-operation table of a store's runs: the ratio of the medians of all samples, and
-# the lowest and highest ratio of one round's medians (the two binaries' runs back to back, under the
-# same load): a range that spans 1 is a tie.
-table() {
-  local store=$1
-  jq -rn --arg store "$store" --argjson up "$(samples "$BENCH_OUT/$store"/upstream-*)" \
-    --argjson ours "$(samples "$BENCH_OUT/$store"/ours-*)" --argjson base "$(samples "$BENCH_OUT/$store"/baseline-*)" \
-    --argjson rounds "$(rounds "$store")" '
-    '"$JQ_ROUNDING"'
-    def stats($s; $op): [$s[] | select(.op == $op) | .ms] | if length == 0 then null else {n: length, med: q(0.5), p90: q(0.9)} end;
-    def spread($op): [$rounds[] | stats(.ours; $op) as $o | stats(.upstream; $op) as $u |
-      select($o != null and $u != null) | $o.med / $u.med] | if length < 2 then "-" else "\(min | r2)-\(max | r2)" end;
-    ["RunPodSandbox", "PodSandboxStatus", "StopPodSandbox", "RemovePodSandbox", "CreateContainer",
-     "StartContainer", "ContainerStatus", "StopContainer", "RemoveContainer", "PodAndContainer"] as $ops |
-    def cell($s): if $s == null then "-" else "\($s.med | r) (\($s.p90 | r))" end;
-    ($base | length > 0) as $b |
-    "\($store) store: median (p90) in ms",
-    "| op | n | upstream |\(if $b then " baseline |" else "" end) ours | ours/upstream | per round |",
-    "|---|---|---|\(if $b then "---|" else "" end)---|---|---|",
-    ($ops[] as $op | stats($up; $op) as $u | stats($ours; $op) as $o | select($u != null and $o != null) |
-      "| \($op) | \($o.n) | \(cell($u)) |\(if $b then " \(cell(stats($base; $op))) |" else "" end) \(cell($o)) | \(($o.med / $u.med) | r2)x | \(spread($op)) |")'
-}
-
-# phases STORE — where ours' time went, from the "request phases" lines of its counted runs (logged at debug
-# level: BENCH_OURS_ARGS=--log-level debug). Per op, medians in ms of: the RPC as ours timed it (inside the
-# gRPC server); engine, its engine calls (each kind's time over its count: calls of one kind, a pod's
-# containers, run at once, and kinds one after another, except RemovePodSandbox's list beside its removals,
-# about 1 ms too much); CNI, the plugins (loopback beside the pod network's chain: the longer of the two);
-# files (the checkpoint); ours, the RPC less these three (the spec, gRPC, logging; below zero where they ran at
-# once, as in StopPodSandbox, whose CNI teardown runs beside the engine's stop); and engine/upstream, the engine
-# calls' median over upstream's median of the op: what any shim making these calls waits for, as a share of
-# upstream's time. Ops that made no call (served from memory) log no phases.
-phases() {
-  local store=$1 logs
-  logs=("$BENCH_OUT/$store"/ours-*.cri.log)
-  [[ -e ${logs[0]} ]] && grep -q 'msg="request phases"' "${logs[@]}" || return 0
-  grep -h 'msg="request phases"' "${logs[@]}" | jq -Rrn --arg store "$store" \
-    --argjson up "$(samples "$BENCH_OUT/$store"/upstream-*)" '
-    def ms: if test("^-?[0-9.]+ms$") then .[:-2] | tonumber
-      elif test("^-?[0-9.]+(µs|us)$") then (.[:-2] | tonumber) / 1e3
-      elif test("^-?[0-9.]+ns$") then (.[:-2] | tonumber) / 1e6
-      elif test("^-?[0-9.]+s$") then (.[:-1] | tonumber) * 1e3
-      elif test("^[0-9]+m[0-9.]+s$") then capture("^(?<m>[0-9]+)m(?<s>[0-9.]+)s$") | (.m | tonumber) * 6e4 + (.s | tonumber) * 1e3
-      else error("duration \(.)") end;
-    def field($k): capture(" \($k)=\"?(?<v>[^ \"]+)").v; # logrus quotes a value with a µ
-    # phase: "12.50ms" or "25.00ms/2" (two calls) -> {ms, n}
-    def phase: capture("^(?<d>[^/]+)(/(?<n>[0-9]+))?$") | {ms: (.d | ms), n: ((.n // "1") | tonumber)};
-    '"$JQ_ROUNDING"'
-    [inputs | . as $line |
-      [scan(" t\\.(?<k>[a-z.]+)=\"?(?<v>[^ \"]+)") | {key: .[0], value: .[1]}] | from_entries as $p |
-      {op: ($line | field("rpc")), d: ($line | field("duration") | ms),
-       engine: ([$p | to_entries[] | select(.key | startswith("engine.")) | .value | phase | .ms / .n] | add // 0),
-       cni: ([$p | to_entries[] | select(.key | startswith("cni.")) | {lo: (.key | startswith("cni.loopback.")), ms: (.value | phase | .ms)}] |
-         [([.[] | select(.lo) | .ms] | add // 0), ([.[] | select(.lo | not) | .ms] | add // 0)] | max),
-       files: ([$p | to_entries[] | select(.key | startswith("checkpoint.")) | .value | phase | .ms] | add // 0)} |
-      .engine = ([.engine, .d] | min) | .own = .d - .engine - .cni - .files] as $s |
-    "\($store) store, ours: where the time went (medians in ms)",
-    "| op | n | RPC | engine | CNI | files | ours | upstream | engine/upstream |",
-    "|---|---|---|---|---|---|---|---|---|",
-    (["RunPodSandbox", "StopPodSandbox", "RemovePodSandbox", "CreateContainer", "StartContainer", "StopContainer",
-      "RemoveContainer"][] as $op | [$s[] | select(.op == $op)] | select(length > 0) |
-      ([$up[] | select(.op == $op) | .ms] | if length > 0 then q(0.5) else null end) as $u |
-      "| \($op) | \(length) | \([.[].d] | q(0.5) | r) | \([.[].engine] | q(0.5) | r) | \([.[].cni] | q(0.5) | r) | \([.[].files] | q(0.5) | r) | \([.[].own] | q(0.5) | r) | \(if $u then $u | r else "-" end) | \(if $u then ([.[].engine] | q(0.5)) / $u | r2 | tostring + "x" else "-" end) |")'
-}
-
-# usage STORE — each binary's CPU time per critest run (its whole life: start, the benchmarks, the "from
-# scratch" runs) and peak RSS, from hack/critest.sh's cri-usage.json.
-usage() {
-  local store=$1 who files
-  for who in upstream baseline ours; do
-    files=("$BENCH_OUT/$store/$who"-*/cri-usage.json)
-    [[ -e ${files[0]} ]] || continue
-    jq -rs --arg who "$who" 'def med: sort | .[(length - 1) / 2 | floor];
-      "\($who): cri-dockerd CPU \([.[].cpu_s] | med) s per run (median of \(length)), peak RSS \([.[].rss_peak_kib] | max / 1024 | . * 10 | round / 10) MiB"' "${files[@]}"
-  done
-}
+table() { "$BENCHTOOL" table "$BENCH_OUT" "$1"; }
+usage() { "$BENCHTOOL" usage "$BENCH_OUT" "$1"; }
+phases() { "$BENCHTOOL" phases "$BENCH_OUT" "$1"; }
 
 # run_one STORE WHO BIN I — one critest run; a failed one is retried once (a run elsewhere that does not
 # take the lock may have taken the shared CNI bridge away under it).
@@ -227,10 +122,11 @@ main() {
 }
 
 case ${1:-} in
-  "") main ;;
+  "") build_benchtool && main ;;
   table) # the tables of the last run's data: hack/bench-lifecycle.sh table [STORE...]
     shift
     if (($# == 0)); then read -ra stores <<<"$STORES" && set -- "${stores[@]}"; fi
+    build_benchtool
     for s in "$@"; do table "$s" && usage "$s" && phases "$s"; done
     ;;
   *) sed -n '2,12p' "${BASH_SOURCE[0]}" | cut -c3- >&2; exit 2 ;;
