@@ -12,8 +12,8 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/fieldmaskpb"
 
-	"github.com/dockpin/cri-dockerd/imageref"
-	"github.com/dockpin/cri-dockerd/logctx"
+	"github.com/dockpin/cri-dockerd/internal/imageref"
+	"github.com/dockpin/cri-dockerd/internal/logctx"
 )
 
 // Pin restore after our own pulls: the engine's pull replaces the labels of the

@@ -11,7 +11,7 @@ import (
 
 	"gotest.tools/v3/assert"
 
-	"github.com/dockpin/cri-dockerd/imageref"
+	"github.com/dockpin/cri-dockerd/internal/imageref"
 )
 
 // patternSeeds are patterns in every accepted form, and near misses.

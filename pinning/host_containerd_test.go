@@ -7,7 +7,7 @@ import (
 	"gotest.tools/v3/assert"
 	is "gotest.tools/v3/assert/cmp"
 
-	"github.com/dockpin/cri-dockerd/logctx"
+	"github.com/dockpin/cri-dockerd/internal/logctx"
 )
 
 func TestContainerdPinsDecision(t *testing.T) {

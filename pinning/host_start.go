@@ -10,7 +10,7 @@ import (
 
 	"github.com/sirupsen/logrus"
 
-	"github.com/dockpin/cri-dockerd/logctx"
+	"github.com/dockpin/cri-dockerd/internal/logctx"
 )
 
 // Engine is what pinning needs from the container engine; a host program implements

@@ -8,7 +8,7 @@ import (
 
 	"github.com/opencontainers/go-digest"
 
-	"github.com/dockpin/cri-dockerd/imageref"
+	"github.com/dockpin/cri-dockerd/internal/imageref"
 )
 
 type patternKind int

@@ -8,7 +8,7 @@ import (
 
 	"github.com/sirupsen/logrus"
 
-	"github.com/dockpin/cri-dockerd/logctx"
+	"github.com/dockpin/cri-dockerd/internal/logctx"
 )
 
 // Image is the view of one engine image that pinning decisions look at.

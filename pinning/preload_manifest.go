@@ -14,7 +14,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/dockpin/cri-dockerd/imageref"
+	"github.com/dockpin/cri-dockerd/internal/imageref"
 )
 
 // maxManifestSize bounds what is read of an archive's manifest.json or index.json.

@@ -8,8 +8,8 @@ import (
 
 	cerrdefs "github.com/containerd/errdefs"
 
-	"github.com/dockpin/cri-dockerd/imageref"
-	"github.com/dockpin/cri-dockerd/logctx"
+	"github.com/dockpin/cri-dockerd/internal/imageref"
+	"github.com/dockpin/cri-dockerd/internal/logctx"
 )
 
 // DefaultPreloadWait is the default bound of WaitPreloaded (--preload-image-status-wait).

@@ -4,7 +4,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/dockpin/cri-dockerd/imageref"
+	"github.com/dockpin/cri-dockerd/internal/imageref"
 )
 
 // maxCachedRefs bounds the normalisation cache; it is emptied when it grows past this.

@@ -12,7 +12,7 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/sirupsen/logrus"
 
-	"github.com/dockpin/cri-dockerd/logctx"
+	"github.com/dockpin/cri-dockerd/internal/logctx"
 )
 
 // Source is a pluggable provider of pins whose state lives outside the image list

@@ -11,7 +11,7 @@ import (
 
 	"github.com/sirupsen/logrus"
 
-	"github.com/dockpin/cri-dockerd/imageref"
+	"github.com/dockpin/cri-dockerd/internal/imageref"
 )
 
 // Sticky pins on the containerd image store: the content of every pinned image is
