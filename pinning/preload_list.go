@@ -6,9 +6,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"time"
 )
@@ -41,28 +41,64 @@ const maxListSize = 1 << 20
 
 // parseList reads a .txt list: one image reference a line, "#" comments and blank
 // lines ignored; a name without tag or digest means ":latest". It returns the good
-// references in order (duplicates dropped) and an error naming every bad line.
+// references in order (duplicates dropped) and an error naming every bad line. A line
+// of any length is read whole (a list is at most maxListSize), so that a bad line never
+// hides the lines after it.
 func parseList(b []byte) ([]string, error) {
 	var refs []string
 	var errs []error
+	seen := map[string]bool{}
 	sc := bufio.NewScanner(bytes.NewReader(b))
+	sc.Buffer(make([]byte, 0, 64<<10), len(b)+1)
 	for line := 1; sc.Scan(); line++ {
 		text := stripComment(sc.Text())
 		if text == "" {
 			continue
 		}
 		if _, err := parseExact(text); err != nil {
+			if len(text) > 80 {
+				text = text[:80] + "..."
+			}
 			errs = append(errs, fmt.Errorf("line %d: invalid image reference %q: %w", line, text, err))
 			continue
 		}
-		if !slices.Contains(refs, text) {
+		if !seen[text] {
+			seen[text] = true
 			refs = append(refs, text)
 		}
 	}
 	if err := sc.Err(); err != nil {
-		errs = append(errs, err)
+		return nil, fmt.Errorf("%w: %w", errListUnread, err)
 	}
 	return refs, errors.Join(errs...)
+}
+
+// errListUnread is parseList's error for a list it could not read to its end: what the
+// list pinned before stays, as for a list that cannot be opened.
+var errListUnread = errors.New("the list could not be read whole")
+
+// readList reads a list file whole, refusing one over maxListSize before reading it.
+func readList(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = f.Close() }() // read-only
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, errors.New("not a regular file")
+	}
+	if st.Size() > maxListSize {
+		return nil, fmt.Errorf("%d bytes, larger than %d", st.Size(), maxListSize)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxListSize+1))
+	if err == nil && len(b) > maxListSize {
+		err = fmt.Errorf("larger than %d bytes", maxListSize) // it grew since the stat
+	}
+	return b, err
 }
 
 // readListLocked reads a settled list and pins what it lists at once; its images are
@@ -70,9 +106,14 @@ func parseList(b []byte) ([]string, error) {
 // force (those of its last good read, or saved at an earlier start).
 func (d *preloadDir) readListLocked(f *preloadFile) {
 	log := d.log.WithField("list", f.name)
-	b, err := os.ReadFile(filepath.Join(d.dir, f.name))
-	if err == nil && len(b) > maxListSize {
-		err = fmt.Errorf("larger than %d bytes", maxListSize)
+	b, err := readList(filepath.Join(d.dir, f.name))
+	var refs []string
+	var perr error
+	if err == nil {
+		refs, perr = parseList(b)
+		if errors.Is(perr, errListUnread) {
+			err, perr = perr, nil
+		}
 	}
 	if err != nil {
 		f.refsKnown = true // what it pins stays what it pinned (nothing, for a new list)
@@ -80,7 +121,6 @@ func (d *preloadDir) readListLocked(f *preloadFile) {
 		log.WithError(err).Error("preload: cannot read the list; the images it listed before stay pinned")
 		return
 	}
-	refs, perr := parseList(b)
 	f.listErr = ""
 	if perr != nil {
 		f.listErr = perr.Error()

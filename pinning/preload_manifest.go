@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"slices"
 	"strings"
 
 	"github.com/dockpin/cri-dockerd/internal/imageref"
@@ -37,6 +36,7 @@ func archiveRefs(path string) ([]string, error) {
 	}
 	tr := tar.NewReader(r)
 	var refs []string
+	seen := map[string]bool{}
 	for {
 		h, err := tr.Next()
 		if errors.Is(err, io.EOF) {
@@ -58,7 +58,8 @@ func archiveRefs(path string) ([]string, error) {
 			return nil, fmt.Errorf("archive %s: %s: %w", path, h.Name, err)
 		}
 		for _, ref := range found {
-			if !slices.Contains(refs, ref) {
+			if !seen[ref] {
+				seen[ref] = true
 				refs = append(refs, ref)
 			}
 		}
