@@ -79,6 +79,10 @@ type Preloaded struct {
 	Skipped bool `json:"skipped,omitempty"`
 	// LoadedAt is when it was loaded (an archive) or its last image pulled (a list).
 	LoadedAt string `json:"loadedAt,omitempty"`
+	// LoadFailures counts the loads of an archive that failed in a row; RetryAt is when
+	// the next is tried (failed loads are retried with backoff, up to every 5 minutes).
+	LoadFailures int    `json:"loadFailures,omitempty"`
+	RetryAt      string `json:"retryAt,omitempty"`
 	// Images is, for a list, the state of each listed reference: "pending" (not tried
 	// yet), "pulling", "present" (the engine has it), or "failed: <error>" (retrying).
 	Images map[string]string `json:"images,omitempty"`

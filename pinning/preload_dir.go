@@ -46,6 +46,7 @@ type preloadDir struct {
 	settle time.Duration
 	wait   time.Duration // WaitPreloaded's bound; 0: no wait
 	retry  pullBackoff   // of list pulls
+	reload pullBackoff   // of failed archive loads
 
 	bg     context.Context // the background work's; cancelled by close
 	cancel context.CancelFunc
@@ -110,6 +111,10 @@ type preloadFile struct {
 	// (Evaluate refuses meanwhile; see Pinner.setPreloadBlock).
 	startUnknown bool
 	manifestSig  fileSig // the version whose manifest was read (or tried)
+	// failures counts the failed loads of version done in a row; retryAt is when the
+	// next is due (zero: none).
+	failures int
+	retryAt  time.Time
 }
 
 // preloadKind is the kind of a file name in the directory; "" for names ignored:
@@ -129,7 +134,7 @@ func preloadKind(name string) string {
 func newPreloadDir(dir string, engine Engine, pins *Pinner, wait time.Duration, log logrus.FieldLogger) *preloadDir {
 	d := &preloadDir{
 		dir: dir, engine: engine, pins: pins, store: pins.store, log: log, now: time.Now,
-		settle: preloadSettle, wait: wait, retry: defaultPullBackoff,
+		settle: preloadSettle, wait: wait, retry: defaultPullBackoff, reload: defaultLoadBackoff,
 		work: make(chan struct{}, 1), files: map[string]*preloadFile{}, changed: make(chan struct{}),
 	}
 	d.has, _ = engine.(ImageChecker)
@@ -216,6 +221,7 @@ func (d *preloadDir) scan() {
 		d.saved = nil // records of files not in the directory at the first good scan are dropped
 		changed = true
 	}
+	d.queueDueRetriesLocked(now)
 	if changed {
 		d.publishLocked()
 	}
@@ -278,7 +284,8 @@ func (d *preloadDir) observeLocked(name, kind string, sig fileSig, now time.Time
 		return false // changed within the settle time: maybe still being written
 	}
 	f.done = sig
-	f.view.State = PreloadPending
+	f.failures, f.retryAt = 0, time.Time{}
+	f.view.State, f.view.LoadFailures, f.view.RetryAt = PreloadPending, 0, ""
 	switch f.kind {
 	case PreloadList:
 		d.readListLocked(f)
@@ -288,6 +295,33 @@ func (d *preloadDir) observeLocked(name, kind string, sig fileSig, now time.Time
 		}
 	}
 	return true
+}
+
+// queueDueRetriesLocked queues again the archives whose failed load is due to be
+// retried (a full disk freed, the engine back): without it one failure would stand
+// until someone touched the file.
+func (d *preloadDir) queueDueRetriesLocked(now time.Time) {
+	for name, f := range d.files {
+		if f.retryAt.IsZero() || now.Before(f.retryAt) || slices.Contains(d.queue, name) {
+			continue
+		}
+		f.retryAt = time.Time{}
+		d.log.WithField("tarball", name).WithField("failures", f.failures).Info("preload: retrying the load that failed")
+		d.queue = append(d.queue, name)
+	}
+}
+
+// nextRetry is when the earliest failed load is due again (zero: none).
+func (d *preloadDir) nextRetry() time.Time {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var next time.Time
+	for _, f := range d.files {
+		if !f.retryAt.IsZero() && (next.IsZero() || f.retryAt.Before(next)) {
+			next = f.retryAt
+		}
+	}
+	return next
 }
 
 func (d *preloadDir) dropLocked(f *preloadFile) {

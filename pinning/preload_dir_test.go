@@ -33,6 +33,7 @@ type preloadEngine struct {
 	loads    []string // contents loaded, in order
 	pulls    int
 	block    chan struct{} // when set, a load waits for it to be closed
+	failLoad []error       // the next loads fail with these, one each
 }
 
 func newPreloadEngine() *preloadEngine {
@@ -58,6 +59,11 @@ func (e *preloadEngine) LoadImages(ctx context.Context, archive io.Reader) ([]st
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if len(e.failLoad) > 0 {
+		err := e.failLoad[0]
+		e.failLoad = e.failLoad[1:]
+		return nil, err
+	}
 	refs, ok := e.archives[string(b)]
 	if !ok {
 		return nil, errors.New("load images: invalid archive")

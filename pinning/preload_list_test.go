@@ -1,12 +1,14 @@
 package pinning
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"gotest.tools/v3/assert"
 	is "gotest.tools/v3/assert/cmp"
@@ -64,4 +66,44 @@ func BenchmarkParseList(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// A load that fails (a full disk) is tried again with backoff, without the file being
+// touched, until it loads; the retry is visible meanwhile.
+func TestPreloadFailedLoadIsRetried(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "a.tar"), "archive-a")
+	engine := newPreloadEngine()
+	engine.archives["archive-a"] = []string{"a:1"}
+	engine.failLoad = []error{errors.New("write /var/lib/docker/tmp: no space left on device"), errors.New("no space left on device")}
+	d := newTestDir(t, dir, t.TempDir(), engine)
+	d.settleAndLoad()
+	a := d.view(t, "a.tar")
+	assert.Check(t, a.State == PreloadFailed && a.LoadFailures == 1 && a.RetryAt != "", "%+v", a)
+
+	d.scan() // not due yet: nothing is tried
+	assert.Check(t, !d.processNext())
+	d.clock.Advance(d.reload.after(1))
+	d.scan()
+	assert.Check(t, d.processNext())
+	a = d.view(t, "a.tar")
+	assert.Check(t, a.State == PreloadFailed && a.LoadFailures == 2, "%+v", a)
+
+	d.clock.Advance(d.reload.after(2))
+	d.scan()
+	for d.processNext() {
+	}
+	a = d.view(t, "a.tar")
+	assert.Check(t, a.State == PreloadLoaded && a.LoadFailures == 0 && a.RetryAt == "", "%+v", a)
+	assert.DeepEqual(t, engine.loaded(), []string{"archive-a"})
+	assert.Check(t, d.nextRetry().IsZero())
+}
+
+func TestLoadBackoff(t *testing.T) {
+	b := pullBackoff{initial: 10 * time.Second, max: time.Minute}
+	var got []time.Duration
+	for n := 1; n <= 5; n++ {
+		got = append(got, b.after(n))
+	}
+	assert.DeepEqual(t, got, []time.Duration{10 * time.Second, 20 * time.Second, 40 * time.Second, time.Minute, time.Minute})
 }

@@ -19,6 +19,18 @@ var preloadSuffixes = []string{".tar", ".tar.gz", ".tgz", ".tar.xz", ".tar.zst",
 // preloadTimeout bounds the load of one tarball.
 const preloadTimeout = 30 * time.Minute
 
+// defaultLoadBackoff retries a failed archive load after 10s, 20s, ... then every 5 min.
+var defaultLoadBackoff = pullBackoff{initial: 10 * time.Second, max: 5 * time.Minute}
+
+// after is the delay before retry number n (1: the first) of the schedule.
+func (b pullBackoff) after(n int) time.Duration {
+	d := b.initial
+	for i := 1; i < n && d < b.max; i++ {
+		d *= 2
+	}
+	return min(d, b.max)
+}
+
 // imageLoader is what preloading needs from the engine (a part of Engine).
 type imageLoader interface {
 	LoadImages(ctx context.Context, archive io.Reader) ([]string, error)
@@ -154,6 +166,7 @@ func (d *preloadDir) loadArchive(ctx context.Context, name string, sig fileSig) 
 			f.view = Preloaded{Tarball: name, Kind: PreloadArchive, Refs: refs, Origin: OriginLoaded, State: PreloadLoaded,
 				Digest: digest, LoadedAt: formatTime(d.now())}
 			f.refsKnown = true
+			f.failures, f.retryAt = 0, time.Time{}
 			d.loads++
 		})
 		return refs, nil
@@ -161,6 +174,9 @@ func (d *preloadDir) loadArchive(ctx context.Context, name string, sig fileSig) 
 	held, merr := archiveRefs(path)
 	d.update(name, sig, func(f *preloadFile) {
 		f.view.State, f.view.Failed, f.view.Skipped, f.refsKnown = PreloadFailed, err.Error(), false, true
+		f.failures++
+		f.retryAt = d.now().Add(d.reload.after(f.failures))
+		f.view.LoadFailures, f.view.RetryAt = f.failures, formatTime(f.retryAt)
 		switch {
 		case merr == nil:
 			f.view.Refs, f.view.Origin = held, OriginManifest

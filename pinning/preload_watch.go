@@ -34,6 +34,9 @@ func (d *preloadDir) watch() {
 		if d.unsettled() {
 			interval = min(interval, d.settle)
 		}
+		if next := d.nextRetry(); !next.IsZero() {
+			interval = max(min(interval, next.Sub(d.now())), preloadDebounce)
+		}
 		t := time.NewTimer(interval)
 		select {
 		case <-d.bg.Done():
