@@ -149,7 +149,7 @@ func isPinsFileName(name string) bool {
 // loadPinsFile reads and parses a pins file, refusing one over maxPinsFileBytes before
 // reading it.
 func loadPinsFile(path string) ([]Pattern, error) {
-	f, err := os.Open(path)
+	f, err := openRegular(path, true)
 	if err != nil {
 		return nil, fmt.Errorf("read pins file: %w", err)
 	}
@@ -157,9 +157,6 @@ func loadPinsFile(path string) ([]Pattern, error) {
 	st, err := f.Stat()
 	if err != nil {
 		return nil, fmt.Errorf("read pins file: %w", err)
-	}
-	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("pins file %q: not a regular file", path)
 	}
 	if st.Size() > maxPinsFileBytes {
 		return nil, fmt.Errorf("pins file %q: %d bytes, more than the %d a pins file may have", path, st.Size(), maxPinsFileBytes)

@@ -59,6 +59,7 @@ type preloadDir struct {
 	files     map[string]*preloadFile
 	saved     map[string]preloadRecord // records of earlier starts, until their file is seen
 	queue     []string                 // archives to process, in order
+	ignored   map[string]bool          // names of the last scan that are not regular files (logged once)
 	changed   chan struct{}            // closed and replaced at every change, for waiters
 	lastSaved []byte                   // the records the state file holds
 	dirErr    string                   // why the directory could not be read at the last scan
@@ -198,10 +199,19 @@ func (d *preloadDir) scan() {
 		d.dirErr, changed = "", true
 	}
 	present := make(map[string]bool, len(entries))
+	ignored := map[string]bool{}
 	for _, e := range entries {
 		name := e.Name()
 		kind := preloadKind(name)
-		if kind == "" || !e.Type().IsRegular() {
+		if kind == "" {
+			continue
+		}
+		if !e.Type().IsRegular() {
+			ignored[name] = true
+			if !d.ignored[name] {
+				d.log.WithField("file", name).WithField("type", e.Type().String()).
+					Warn("preload: not a regular file (a symbolic link, a directory, a FIFO...): ignored, and nothing it names is pinned")
+			}
 			continue
 		}
 		info, err := e.Info()
@@ -211,6 +221,7 @@ func (d *preloadDir) scan() {
 		present[name] = true
 		changed = d.observeLocked(name, kind, sigOf(info), now) || changed
 	}
+	d.ignored = ignored
 	for name, f := range d.files {
 		if !present[name] {
 			d.dropLocked(f)

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -79,7 +78,7 @@ var errListUnread = errors.New("the list could not be read whole")
 
 // readList reads a list file whole, refusing one over maxListSize before reading it.
 func readList(path string) ([]byte, error) {
-	f, err := os.Open(path)
+	f, err := openRegular(path, false)
 	if err != nil {
 		return nil, err
 	}
@@ -87,9 +86,6 @@ func readList(path string) ([]byte, error) {
 	st, err := f.Stat()
 	if err != nil {
 		return nil, err
-	}
-	if !st.Mode().IsRegular() {
-		return nil, errors.New("not a regular file")
 	}
 	if st.Size() > maxListSize {
 		return nil, fmt.Errorf("%d bytes, larger than %d", st.Size(), maxListSize)

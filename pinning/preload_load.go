@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"slices"
 	"time"
@@ -226,7 +225,7 @@ func (d *preloadDir) stillLoaded(refs []string) bool {
 // loadArchiveFile loads the archive at path and returns what the engine loaded and
 // the sha256 of the bytes it was given.
 func loadArchiveFile(ctx context.Context, engine imageLoader, path string) ([]string, string, error) {
-	f, err := os.Open(path)
+	f, err := openRegular(path, false)
 	if err != nil {
 		return nil, "", err
 	}
@@ -249,7 +248,7 @@ func loadArchiveFile(ctx context.Context, engine imageLoader, path string) ([]st
 
 // fileDigest is the sha256 of the file at path.
 func fileDigest(path string) (string, error) {
-	f, err := os.Open(path)
+	f, err := openRegular(path, false)
 	if err != nil {
 		return "", err
 	}

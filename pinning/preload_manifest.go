@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 
 	"github.com/dockpin/cri-dockerd/internal/imageref"
@@ -25,7 +24,7 @@ const maxManifestSize = 16 << 20
 // org.opencontainers.image.ref.name when it is a whole reference). It reads plain,
 // gzip and bzip2 tarballs; other compressions are left to the saved state.
 func archiveRefs(path string) ([]string, error) {
-	f, err := os.Open(path)
+	f, err := openRegular(path, false)
 	if err != nil {
 		return nil, err
 	}

@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -106,4 +107,53 @@ func TestLoadBackoff(t *testing.T) {
 		got = append(got, b.after(n))
 	}
 	assert.DeepEqual(t, got, []time.Duration{10 * time.Second, 20 * time.Second, 40 * time.Second, time.Minute, time.Minute})
+}
+
+// An archive replaced by a FIFO after the scan saw a regular file: the loader refuses
+// it at once instead of blocking in open(2) with its lock held (until a writer came).
+func TestPreloadFIFOSwappedInDoesNotStall(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "a.tar")
+	writeFile(t, path, "archive-a")
+	engine := newPreloadEngine()
+	engine.archives["archive-a"] = []string{"a:1"}
+	d := newTestDir(t, dir, t.TempDir(), engine)
+	d.clock.Advance(d.settle)
+	d.scan() // settled: queued
+	assert.NilError(t, os.Remove(path))
+	assert.NilError(t, syscall.Mkfifo(path, 0o600))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for d.processNext() {
+		}
+	}()
+	select {
+	case <-done:
+	case <-time.After(time.Minute): // a hang detector, not a timing: the fix answers at once
+		t.Fatal("the loader is stuck opening a FIFO")
+	}
+	a := d.view(t, "a.tar")
+	assert.Check(t, a.State == PreloadFailed && strings.Contains(a.Failed, "not a regular file"), "%+v", a)
+}
+
+// A symbolic link in the preload directory is ignored with a warning, once (it was
+// ignored silently: replacing a file by a link unpinned its images without a word).
+func TestPreloadSymlinkIsReported(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "a.tar"), "archive-a")
+	assert.NilError(t, os.Symlink("a.tar", filepath.Join(dir, "b.tar")))
+	engine := newPreloadEngine()
+	engine.archives["archive-a"] = []string{"a:1"}
+	d := newTestDir(t, dir, t.TempDir(), engine)
+	d.settleAndLoad()
+	d.scan()
+	var warned int
+	for _, e := range d.hook.AllEntries() {
+		if e.Data["file"] == "b.tar" && strings.Contains(e.Message, "not a regular file") {
+			warned++
+		}
+	}
+	assert.Equal(t, warned, 1)
+	assert.Check(t, is.Len(d.pins.preloadedNow(), 1))
 }
