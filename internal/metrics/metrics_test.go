@@ -1,7 +1,9 @@
 package metrics
 
 import (
+	"context"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -9,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/sirupsen/logrus"
+	"google.golang.org/grpc"
 	"gotest.tools/v3/assert"
 	is "gotest.tools/v3/assert/cmp"
 
@@ -190,4 +193,39 @@ cri_dockerd_log_lines_dropped_total 2
 # TYPE cri_dockerd_log_lines_written_total counter
 cri_dockerd_log_lines_written_total 10
 `), "cri_dockerd_log_copiers", "cri_dockerd_log_lines_written_total", "cri_dockerd_log_bytes_written_total", "cri_dockerd_log_lines_dropped_total"))
+}
+
+// A method name the CRI does not have (the pin proxy forwards any) counts under
+// "unknown": names a client makes up make no series of their own.
+func TestUnknownMethodsShareOneSeries(t *testing.T) {
+	m := New(Build{})
+	unary, _ := m.Instrument()
+	ok := func(context.Context, any) (any, error) { return nil, nil }
+	for _, method := range []string{"/runtime.v1.RuntimeService/Version", "/made.Up/Name1", "/made.Up/Name2"} {
+		_, err := unary(context.Background(), nil, &grpc.UnaryServerInfo{FullMethod: method}, ok)
+		assert.NilError(t, err)
+	}
+	var out strings.Builder
+	mfs, err := m.reg.Gather()
+	assert.NilError(t, err)
+	for _, mf := range mfs {
+		if mf.GetName() != "grpc_server_handled_total" {
+			continue
+		}
+		for _, mt := range mf.GetMetric() {
+			for _, l := range mt.GetLabel() {
+				if l.GetName() == "grpc_method" {
+					out.WriteString(l.GetValue() + " ")
+				}
+			}
+		}
+	}
+	assert.Equal(t, out.String(), "Version unknown ")
+}
+
+func TestLoopback(t *testing.T) {
+	assert.Check(t, loopback(&net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)}))
+	assert.Check(t, loopback(&net.TCPAddr{IP: net.IPv6loopback}))
+	assert.Check(t, !loopback(&net.TCPAddr{IP: net.IPv4(10, 1, 2, 3)}))
+	assert.Check(t, !loopback(&net.TCPAddr{IP: net.IPv4zero}))
 }

@@ -35,6 +35,10 @@ func Listen(address string, m *Metrics, withPprof bool, log logrus.FieldLogger) 
 	if err != nil {
 		return nil, err
 	}
+	if withPprof && !loopback(lis.Addr()) {
+		log.WithField("address", lis.Addr().String()).Warn("--enable-pprof on an address that is not loopback: " +
+			"whoever reaches it reads the daemon's command line, stacks and memory profiles, and can keep it busy profiling; bind --metrics-address to 127.0.0.1")
+	}
 	s := &Server{srv: &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}, lis: lis}
 	go func() {
 		if err := s.srv.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -52,4 +56,10 @@ func (s *Server) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	return s.srv.Shutdown(ctx)
+}
+
+// loopback tells whether a listener's address is reachable from this host only.
+func loopback(a net.Addr) bool {
+	t, ok := a.(*net.TCPAddr)
+	return ok && t.IP.IsLoopback()
 }
