@@ -114,11 +114,15 @@ func (s *Service) WatchNRIExits(ctx context.Context) {
 	if s.deps.NRI == nil {
 		return
 	}
+	sweep := time.NewTicker(relayedSweepInterval)
+	defer sweep.Stop()
 	for ctx.Err() == nil {
 		exits, errs := s.deps.Docker.ContainerExits(ctx)
 	stream:
 		for {
 			select {
+			case <-sweep.C:
+				s.sweepRelayed(ctx)
 			case id, ok := <-exits:
 				if !ok {
 					break stream
@@ -134,6 +138,38 @@ func (s *Service) WatchNRIExits(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 		case <-time.After(time.Second):
+		}
+	}
+}
+
+// relayedSweepInterval is how often the stops relayed for containers that are gone
+// are forgotten.
+const relayedSweepInterval = 10 * time.Minute
+
+// sweepRelayed forgets the relayed stops of containers the engine no longer has: one
+// removed outside the CRI (docker rm, a prune) never reaches RemoveContainer, which
+// forgets the others, and its entry would stay for the life of the process.
+func (s *Service) sweepRelayed(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, exitRelayTimeout)
+	defer cancel()
+	cs, err := s.deps.Docker.ListContainers(ctx, docker.ContainerFilter{})
+	if err != nil {
+		s.log.WithError(err).Debug("NRI: cannot list containers to forget the relayed stops of those gone; next time")
+		return
+	}
+	present := make(map[string]bool, len(cs))
+	for _, c := range cs {
+		present[stopKey(c.ID)], present[podStopKey(c.ID)] = true, true
+	}
+	s.nriState.mu.Lock()
+	defer s.nriState.mu.Unlock()
+	for key, done := range s.nriState.relayed {
+		select {
+		case <-done: // finished: a relay still running is left alone
+			if !present[key] {
+				delete(s.nriState.relayed, key)
+			}
+		default:
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"runtime"
 	"slices"
+	"sort"
 	"strings"
 	"testing"
 
@@ -197,4 +198,39 @@ func TestNRIExitRelayed(t *testing.T) {
 		}
 	}
 	assert.Check(t, is.Equal(n, 1))
+}
+
+// A container whose exit was relayed and that is then removed outside the CRI (docker
+// rm) never reaches RemoveContainer: the sweep forgets its relayed stop, and keeps the
+// stops of containers still there.
+func TestNRISweepForgetsContainersRemovedOutsideTheCRI(t *testing.T) {
+	plugins := newFakeNRI()
+	env := newRTEnv(t, withNRI(plugins))
+	sbID, sbCfg := env.webSandbox(t)
+	gone := env.runContainer(t, sbID, sbCfg, "gone")
+	kept := env.runContainer(t, sbID, sbCfg, "kept")
+	ctx := context.Background()
+	for _, id := range []string{gone, kept} {
+		env.engine.SetContainerState(id, docker.StateExited, 0)
+		env.svc.relayExit(ctx, id)
+	}
+	relayed := func() []string {
+		env.svc.nriState.mu.Lock()
+		defer env.svc.nriState.mu.Unlock()
+		var keys []string
+		for k := range env.svc.nriState.relayed {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		return keys
+	}
+	assert.DeepEqual(t, relayed(), sortedStrings(stopKey(gone), stopKey(kept)))
+	assert.NilError(t, env.engine.RemoveContainer(ctx, gone)) // behind the CRI's back
+	env.svc.sweepRelayed(ctx)
+	assert.DeepEqual(t, relayed(), []string{stopKey(kept)})
+}
+
+func sortedStrings(s ...string) []string {
+	sort.Strings(s)
+	return s
 }
