@@ -83,6 +83,8 @@ type stickyStatus struct {
 	LastFailure   string    `json:"lastRestoreFailure,omitempty"`
 	LastSync      time.Time `json:"lastSync"`
 	LastSyncError string    `json:"lastSyncError,omitempty"`
+	// Unreadable are the images (a record's name: why) whose content cannot be read.
+	Unreadable []string `json:"unreadable,omitempty"`
 }
 
 func newStickyKeeper(st ctrdStore, p *Pinner, restore, includeDangling bool, log logrus.FieldLogger) *stickyKeeper {
@@ -145,6 +147,7 @@ type stickyTarget struct {
 	present []ctrdRecord // its records, dangling ones included
 	absent  []ctrdRecord // its remembered records that are gone
 	content imageContent
+	walkErr error // its content could not be read (a bad blob): skipped, reported
 	reasons []Reason
 	pinned  bool
 }
@@ -233,8 +236,16 @@ func (k *stickyKeeper) walk(ctx context.Context, targets map[string]*stickyTarge
 			if errors.Is(err, errNoBlob) {
 				continue // its content is gone: nothing to lease, nothing to restore from
 			}
-			if err != nil {
+			if ctx.Err() != nil {
 				return err
+			}
+			if err != nil {
+				// One image whose content cannot be read (a target that does not decode, a
+				// blob over the bound) must not stop the others from being leased and
+				// restored: it is skipped and reported, and while any is, nothing is
+				// released (its blobs cannot be told from the others').
+				t.walkErr = err
+				continue
 			}
 			k.walks[d] = c
 		}
@@ -245,7 +256,30 @@ func (k *stickyKeeper) walk(ctx context.Context, targets map[string]*stickyTarge
 			delete(k.walks, d)
 		}
 	}
+	k.reportUnreadable(targets, order)
 	return nil
+}
+
+// reportUnreadable logs the images whose content could not be read, when that set
+// changes, and keeps it for the status.
+func (k *stickyKeeper) reportUnreadable(targets map[string]*stickyTarget, order []string) {
+	var bad []string
+	for _, d := range order {
+		if t := targets[d]; t.walkErr != nil {
+			name := d
+			if len(t.present) > 0 {
+				name = t.present[0].Name
+			}
+			bad = append(bad, name+": "+t.walkErr.Error())
+		}
+	}
+	k.mu.Lock()
+	changed := !slices.Equal(bad, k.status.Unreadable)
+	k.status.Unreadable = bad
+	k.mu.Unlock()
+	if changed && len(bad) > 0 {
+		k.log.WithField("images", bad).Warn("sticky pins: the content of some images cannot be read: they are skipped (not leased, not restored), and nothing is released until they can be read")
+	}
 }
 
 // names returns the non-dangling names of the records, present and gone.
@@ -433,8 +467,9 @@ func (k *stickyKeeper) syncLease(ctx context.Context, targets map[string]*sticky
 			added++
 		}
 	}
+	hold := slices.ContainsFunc(order, func(d string) bool { return targets[d].walkErr != nil })
 	for _, d := range have {
-		if _, ok := want[d]; !ok {
+		if _, ok := want[d]; !ok && !hold {
 			if err := k.st.Release(ctx, StickyLeaseID, d); err != nil {
 				return err
 			}

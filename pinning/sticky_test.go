@@ -497,3 +497,36 @@ func TestStickyDeleteBetweenListingAndSnapshot(t *testing.T) {
 	assert.Check(t, is.DeepEqual(rec.Labels, labels))
 	assert.Check(t, is.DeepEqual(f.leased(), aBlobs))
 }
+
+// An image whose content cannot be read (its index does not decode) is skipped and
+// reported; the others are still leased, and nothing is released while it is bad (it
+// aborted the whole reconcile: nothing new leased, nothing restored).
+func TestStickyUnreadableImageIsSkipped(t *testing.T) {
+	f := newFakeCtrd()
+	a, aBlobs := f.image(t, nil)
+	bad, _ := f.image(t, nil)
+	f.put("docker.io/e2e/bad:1", bad, nil)
+	cfg := emptyConfig()
+	cfg.Patterns = []string{"e2e/a:1", "e2e/bad:1"}
+	f.leases[StickyLeaseID] = map[string]bool{"sha256:earlier": true} // held from before: not released while bad
+	f.mu.Lock()
+	good := slices.Clone(f.blobs[bad.Digest])
+	f.blobs[bad.Digest] = []byte("{not json")
+	f.mu.Unlock()
+	k := newTestKeeper(t, f, cfg, true)
+	reconcile(t, k)
+	f.put("docker.io/e2e/a:1", a, nil) // pinned after the first reconcile: leased at the next
+	reconcile(t, k)
+	assert.DeepEqual(t, f.leased(), slices.Sorted(slices.Values(append(slices.Clone(aBlobs), "sha256:earlier"))))
+	st := k.info()["state"].(stickyStatus)
+	assert.Check(t, is.Len(st.Unreadable, 1))
+	assert.Check(t, is.Contains(st.Unreadable[0], "docker.io/e2e/bad:1"))
+
+	f.mu.Lock()
+	f.blobs[bad.Digest] = good // readable again: leased, and what no pin holds released
+	f.mu.Unlock()
+	reconcile(t, k)
+	assert.Check(t, is.Len(f.leased(), 8))
+	assert.Check(t, !slices.Contains(f.leased(), "sha256:earlier"))
+	assert.Check(t, is.Len(k.info()["state"].(stickyStatus).Unreadable, 0))
+}
