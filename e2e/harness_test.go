@@ -264,9 +264,11 @@ func launchBinary(t testing.TB, binary, sockDir string, flags ...string) *shim {
 	if binary == env.binary && !slices.ContainsFunc(flags, func(f string) bool { return strings.HasPrefix(f, "--restore-pinned-images") }) {
 		args = append(args, "--restore-pinned-images=false")
 	}
-	// The host's pins directory (the default, /etc/cri-dockerd/pins.d) is not the tests'.
+	// The host's pins directory (the default, /etc/cri-dockerd/pins.d) is not the tests'. One
+	// path for every start (it is part of the pins files' saved state, which a restart
+	// on the same root directory reads back), and it never exists.
 	if binary == env.binary && !slices.ContainsFunc(flags, func(f string) bool { return strings.HasPrefix(f, "--pinned-images-dir") }) {
-		args = append(args, "--pinned-images-dir", filepath.Join(dir, "pins.d"))
+		args = append(args, "--pinned-images-dir", filepath.Join(env.stackDir, "no-pins.d"))
 	}
 	logf, err := os.Create(s.logPath)
 	assert.NilError(t, err)

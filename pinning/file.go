@@ -254,7 +254,9 @@ func (p *Pinner) startFile() {
 	if lerr != nil {
 		log = log.WithField("state_error", lerr.Error())
 	}
-	if !found || lerr != nil || saved.Path != p.cfg.PinsFile || saved.Dir != p.cfg.PinsDir {
+	// The saved patterns are those of this configuration's files. A state saved before
+	// pins directories existed names none: it was the pins file's alone, and still is.
+	if !found || lerr != nil || saved.Path != p.cfg.PinsFile || (saved.Dir != p.cfg.PinsDir && saved.Dir != "") {
 		log.Error("PINS FILE NOT LOADED and no earlier good version of it is saved: " +
 			"ListImages answers Unavailable until it is fixed and reloaded (SIGHUP)")
 		return

@@ -175,3 +175,25 @@ func TestPinsWatcherPeriodicCheck(t *testing.T) {
 	w.check()
 	assert.Equal(t, r.count(), 1)
 }
+
+// A state saved by a version without pins directories (no "dir") still answers for the
+// pins file after an upgrade that reads the default pins directory too; a state saved
+// for another directory does not.
+func TestPinsFileSavedBeforePinsDirs(t *testing.T) {
+	cfg := emptyConfig()
+	cfg.StateDir = t.TempDir()
+	cfg.PinsFile = filepath.Join(t.TempDir(), "pins")
+	writePins(t, cfg.PinsFile, "BAD:") // a bad file at the first start of the new version
+	saved := `{"path":"` + cfg.PinsFile + `","patterns":["busybox:1.36"],"loadedAt":"2026-11-01T00:00:00Z"}`
+	assert.NilError(t, os.WriteFile(filepath.Join(cfg.StateDir, pinsFileStateName+".json"), []byte(saved), 0o600))
+	upgraded := cfg
+	upgraded.PinsDir = filepath.Join(t.TempDir(), "pins.d")
+	p, _, _ := newTestPinner(t, upgraded)
+	assert.DeepEqual(t, fileReasons(t, p, busyboxImg), []string{"busybox:1.36"})
+
+	saved = `{"path":"` + cfg.PinsFile + `","dir":"/elsewhere","patterns":["busybox:1.36"],"loadedAt":"2026-11-01T00:00:00Z"}`
+	assert.NilError(t, os.WriteFile(filepath.Join(cfg.StateDir, pinsFileStateName+".json"), []byte(saved), 0o600))
+	p2, _, _ := newTestPinner(t, upgraded)
+	_, err := p2.Evaluate(t.Context(), []Image{busyboxImg})
+	assert.Check(t, err != nil, "another directory's saved patterns are not these")
+}
