@@ -17,8 +17,7 @@ HACK_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 : "${GOLANGCI_LINT_VERSION:=v2.15.0}"      # github.com/golangci/golangci-lint/v2
 : "${GOVULNCHECK_VERSION:=v1.9.0}"         # golang.org/x/vuln
 : "${KUBELET_VERSION:=v1.37.2}"           # k8s.io/kubernetes (the node e2e suite's kubelet)
-: "${DOCKER_CLI_VERSION:=v29.10.0+incompatible}" # github.com/docker/cli (only where the machine has no docker CLI)
-: "${DOCKER_CLI_SWARMKIT:=v2.1.3-0.20260828175525-ad0357aedfca}" # the swarmkit it builds with (moby v2's)
+: "${DOCKER_CLI_VERSION:=v28.5.2+incompatible}" # github.com/docker/cli (only where the machine has no docker CLI)
 : "${UPSTREAM_VERSION:=v0.4.3}"          # github.com/Mirantis/cri-dockerd (upstream's latest release, commit d969e29f)
 : "${VULNDB_VERSION:=v0.0.0-20261105234957-e22db6528018}" # golang.org/x/vulndb (OSV data and cmd/indexdb)
 
