@@ -1,5 +1,3 @@
-// Command cri-dockerd is a drop-in replacement for Mirantis cri-dockerd, the CRI
-// shim for Docker Engine, with arbitrary image pinning.
 package main
 
 import (

@@ -1,8 +1,3 @@
-// Package metrics is the daemon's Prometheus metrics: one registry, made by New and passed
-// around (never the global default one), with per-RPC counts and latency histograms by method
-// and code from go-grpc-middleware's Prometheus provider, pinning's state, build information,
-// and the Go runtime and process collectors; Listen serves it, and /debug/pprof/ when asked, on
-// --metrics-address.
 package metrics
 
 import (

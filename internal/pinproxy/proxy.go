@@ -1,8 +1,3 @@
-// Package pinproxy is the pin proxy: a CRI endpoint in front of an unmodified
-// cri-dockerd (the backend) that forwards every RPC, unary or streaming, known to this
-// build or not, as raw frames, except ListImages and ImageStatus, whose images are
-// also reported pinned when our pin sources pin them. The pin decisions need image
-// config labels, which the CRI does not carry: the proxy reads them from the engine.
 package pinproxy
 
 import (

@@ -4,4 +4,7 @@
 // bytes and the checksum match upstream cri-dockerd exactly in both directions, so
 // an operator can switch between the two binaries without either one treating the
 // other's checkpoints as corrupt and deleting them.
+//
+// A write is atomic: a synced temporary file in the same directory, mode 0600
+// (renameio), renamed over the checkpoint, then a sync of the directory.
 package checkpoint

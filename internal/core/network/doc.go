@@ -5,4 +5,9 @@
 // capability arguments), detaches it idempotently using libcni's result cache, and reads a
 // sandbox's IPs back from that cache, so they survive a restart of the shim. It knows
 // nothing about Docker: the caller passes the sandbox ID and its network namespace path.
+//
+// Teardown deletes with the configuration and arguments recorded in libcni's cache at
+// attachment, so a configuration changed or removed since does not leak addresses; it
+// works without the network namespace (one that is gone is passed as empty, as the CNI
+// spec allows for DEL), and tearing down twice, or a sandbox never set up, succeeds.
 package network

@@ -6,4 +6,16 @@
 // adjustments into the engine's container config; what the runtime's state is (for
 // synchronising a newly connected plugin) and how plugins' unsolicited updates are
 // applied come from core through the Host interface.
+//
+// NRI runs only with --enable-nri. Config holds the flags' settings, named as
+// containerd and CRI-O name them; DefaultConfig gives their defaults, with NRI off.
+// Runtime wraps the adaptation library: the socket, the pre-installed plugins,
+// the registration and request timeouts, one event at a time relayed to the
+// plugins in their order, and BlockSync, which holds off the synchronisation of
+// newly connecting plugins while a pod or container is being made. Host is
+// implemented by core.Service: new plugins are synchronised from its state, and
+// their updates are applied through it.
+//
+// The package imports NRI's library and logrus, and nothing of this module (depguard
+// enforces it): core calls it through its NRI interface and serves it as its Host.
 package nri

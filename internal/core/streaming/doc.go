@@ -6,5 +6,6 @@
 // command's exit status returned to the client; port-forward dials the port on
 // loopback from inside the pod sandbox's network namespace (entered with setns on a
 // locked OS thread, as containerd does; upstream runs nsenter and socat instead).
-// By default the server listens on 127.0.0.1 only, with a random port.
+// The server listens on --streaming-bind-addr; by default on 127.0.0.1 only, with a
+// random port.
 package streaming

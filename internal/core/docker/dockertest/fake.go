@@ -1,7 +1,3 @@
-// Package dockertest provides Fake, an in-memory docker.Client that keeps state
-// (images with tags and digests, a remote registry to pull from) so that tests of
-// package core check results, not call sequences. Errors can be injected per
-// method, and the whole engine can be taken down to test outage handling.
 package dockertest
 
 import (
