@@ -81,6 +81,10 @@ type Pinner struct {
 
 	preloaded    atomic.Pointer[[]Preloaded] // what the preload files pin now, for Info and Health
 	preloadBlock atomic.Pointer[[]string]    // preload files present at start whose pins are not known yet
+	// preloadParsed are the patterns of the preload files' references, parsed once
+	// (setPreloaded; guarded by reloadMu).
+	preloadParsed map[preloadKey]Pattern
+	preloadOrder  []preloadKey // the references in force, in order
 }
 
 // New validates cfg, loads the pins file (see startFile: a bad one does not fail

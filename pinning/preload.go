@@ -1,7 +1,9 @@
 package pinning
 
 import (
+	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -65,27 +67,48 @@ func (p *Pinner) preloadedNow() []Preloaded {
 
 // setPreloaded puts what the preload files pin now into force (the preload
 // directory's watcher calls it at every change). A reference that does not parse is
-// logged and skipped; the others stay pinned.
+// logged and skipped; the others stay pinned. Each (file, reference) is parsed once:
+// the watcher publishes everything at every change (each image of a list pulled), so
+// parsing again would make a list's pulls cost the square of its length.
 func (p *Pinner) setPreloaded(files []Preloaded) {
-	var patterns []Pattern
-	for _, f := range files {
-		got, err := parsePreloaded([]Preloaded{f})
-		if err != nil {
-			p.log.WithError(err).WithField("file", f.Tarball).Error("preload: reference skipped")
-			got = nil
-			for _, ref := range f.Refs {
-				if one, err := parsePreloaded([]Preloaded{{Tarball: f.Tarball, Refs: []string{ref}}}); err == nil {
-					got = append(got, one...)
-				}
-			}
-		}
-		patterns = append(patterns, got...)
-	}
 	p.reloadMu.Lock()
 	defer p.reloadMu.Unlock()
-	p.set.Store(newMatchSet(p.rules, p.set.Load().file, patterns))
+	parsed := make(map[preloadKey]Pattern, len(p.preloadParsed))
+	var patterns []Pattern
+	var order []preloadKey
+	for _, f := range files {
+		var bad []error
+		for _, ref := range f.Refs {
+			k := preloadKey{f.Tarball, ref}
+			order = append(order, k)
+			pat, ok := p.preloadParsed[k]
+			if !ok {
+				got, err := parsePreloaded([]Preloaded{{Tarball: f.Tarball, Refs: []string{ref}}})
+				if err != nil {
+					bad = append(bad, err)
+					continue
+				}
+				pat = got[0]
+			}
+			parsed[k] = pat
+			patterns = append(patterns, pat)
+		}
+		if len(bad) > 0 {
+			p.log.WithError(errors.Join(bad...)).WithField("file", f.Tarball).Error("preload: reference skipped")
+		}
+	}
+	p.preloadParsed = parsed // only the current ones: bounded by what the files pin
+	// A change of state alone (an image of a list pulled) pins the same references:
+	// the match set stands.
+	if !slices.Equal(order, p.preloadOrder) {
+		p.preloadOrder = order
+		p.set.Store(newMatchSet(p.rules, p.set.Load().file, patterns))
+	}
 	p.preloaded.Store(&files)
 }
+
+// preloadKey names one reference of one preload file.
+type preloadKey struct{ tarball, ref string }
 
 // setPreloadBlock records the preload files that were in the directory at start, were
 // never processed before (nothing saved) and whose content is not known yet: until

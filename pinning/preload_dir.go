@@ -60,6 +60,7 @@ type preloadDir struct {
 	saved     map[string]preloadRecord // records of earlier starts, until their file is seen
 	queue     []string                 // archives to process, in order
 	ignored   map[string]bool          // names of the last scan that are not regular files (logged once)
+	listFlush *time.Timer              // a publish of lists' image states due (setListImage)
 	changed   chan struct{}            // closed and replaced at every change, for waiters
 	lastSaved []byte                   // the records the state file holds
 	dirErr    string                   // why the directory could not be read at the last scan
@@ -116,6 +117,8 @@ type preloadFile struct {
 	// next is due (zero: none).
 	failures int
 	retryAt  time.Time
+	// listDirty: an image of this list changed state since the list's state was derived.
+	listDirty bool
 }
 
 // preloadKind is the kind of a file name in the directory; "" for names ignored:
@@ -158,6 +161,11 @@ func (d *preloadDir) start() {
 func (d *preloadDir) close() {
 	d.cancel()
 	d.wg.Wait()
+	d.mu.Lock()
+	if d.listFlush != nil && d.listFlush.Stop() {
+		d.listFlush = nil
+	}
+	d.mu.Unlock()
 }
 
 func (d *preloadDir) loadSaved() {

@@ -123,7 +123,7 @@ type testDir struct {
 
 // newTestDir starts a preload directory over dir with its state in stateDir, without
 // the background watcher and loader (the test calls scan and processNext).
-func newTestDir(t *testing.T, dir, stateDir string, engine Engine) *testDir {
+func newTestDir(t testing.TB, dir, stateDir string, engine Engine) *testDir {
 	t.Helper()
 	cfg := emptyConfig()
 	cfg.StateDir = stateDir
@@ -150,7 +150,7 @@ func (d *testDir) settleAndLoad() {
 	}
 }
 
-func (d *testDir) view(t *testing.T, name string) Preloaded {
+func (d *testDir) view(t testing.TB, name string) Preloaded {
 	t.Helper()
 	for _, v := range d.pins.preloadedNow() {
 		if v.Tarball == name {

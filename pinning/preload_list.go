@@ -208,22 +208,50 @@ func (d *preloadDir) pullOne(ctx context.Context, name string, sig fileSig, ref 
 	return true
 }
 
-// setListImage records the state of one reference of a list version.
+// listPublishDelay is how long the state changes of a list's images gather before
+// they are published together: they change no pin (the list pinned every reference
+// when it was read), so publishing each at once would only make a list's pulls cost
+// the square of its length.
+const listPublishDelay = 50 * time.Millisecond
+
+// setListImage records the state of one reference of a list version; the list's state
+// is derived and published within listPublishDelay.
 func (d *preloadDir) setListImage(name string, sig fileSig, ref, state string, err error, attempted bool) {
-	d.update(name, sig, func(f *preloadFile) {
-		im := f.images[ref]
-		if im == nil {
-			return
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	f := d.files[name]
+	if f == nil || (sig != fileSig{} && f.done != sig) {
+		return // removed, or changed since
+	}
+	im := f.images[ref]
+	if im == nil {
+		return
+	}
+	im.state, im.err = state, err
+	if attempted {
+		im.attempts++
+	}
+	if state == listPresent && attempted {
+		f.view.LoadedAt = formatTime(d.now())
+	}
+	f.listDirty = true
+	if d.listFlush == nil {
+		d.listFlush = time.AfterFunc(listPublishDelay, d.flushLists)
+	}
+}
+
+// flushLists derives the state of the lists whose images changed and publishes.
+func (d *preloadDir) flushLists() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.listFlush = nil
+	for _, f := range d.files {
+		if f.listDirty {
+			f.listDirty = false
+			d.listStateLocked(f)
 		}
-		im.state, im.err = state, err
-		if attempted {
-			im.attempts++
-		}
-		if state == listPresent && attempted {
-			f.view.LoadedAt = formatTime(d.now())
-		}
-		d.listStateLocked(f)
-	})
+	}
+	d.publishLocked()
 }
 
 // listStateLocked derives a list's state from its images: loaded when all are
