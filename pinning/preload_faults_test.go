@@ -1,6 +1,9 @@
 package pinning
 
 import (
+	"archive/tar"
+	"bytes"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -187,3 +190,28 @@ func BenchmarkPreloadList10000Present(b *testing.B) {
 
 // benchListSize is the length of BenchmarkPreloadList10000Present's list.
 const benchListSize = 10000
+
+// BenchmarkArchiveRefs80k: the references of an archive whose manifest names 80,000
+// tags (issue 28: deduplicating them was quadratic, 6.4 s).
+func BenchmarkArchiveRefs80k(b *testing.B) {
+	tags := make([]string, 80000)
+	for i := range tags {
+		tags[i] = "registry.local/team/app:v" + strconv.Itoa(i)
+	}
+	manifest, err := json.Marshal([]map[string]any{{"Config": "c.json", "RepoTags": tags, "Layers": []string{}}})
+	assert.NilError(b, err)
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	assert.NilError(b, tw.WriteHeader(&tar.Header{Name: "manifest.json", Mode: 0o644, Size: int64(len(manifest))}))
+	_, err = tw.Write(manifest)
+	assert.NilError(b, err)
+	assert.NilError(b, tw.Close())
+	path := filepath.Join(b.TempDir(), "many.tar")
+	assert.NilError(b, os.WriteFile(path, buf.Bytes(), 0o600))
+	for b.Loop() {
+		refs, err := archiveRefs(path)
+		if err != nil || len(refs) != len(tags) {
+			b.Fatal(len(refs), err)
+		}
+	}
+}
