@@ -304,7 +304,7 @@ func (n *node) kubeletLogLines(re *regexp.Regexp) []string {
 
 // TestNodeImageGC lets kubelet's image garbage collection loose on the engine: every image a pin
 // source pins must stay, with the image a running container uses; an unpinned unused image goes.
-// Eviction-mode GC for speed (../shared/docs/test-stack.md): imagefs.available below 99% is always
+// Eviction-mode GC for speed: imagefs.available below 99% is always
 // "pressure", so the eviction manager runs the image GC's delete-unused pass at start and every
 // 10-30 s, and --minimum-image-ttl-duration=0s (only the deprecated flag sets 0) makes every image
 // old enough.

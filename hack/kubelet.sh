@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # hack/kubelet.sh — run kubelet standalone (static pods from a manifest directory, no API server) against
-# a CRI socket, contained so that it leaves the host as it found it (../shared/docs/test-stack.md, "kubelet"):
+# a CRI socket, contained so that it leaves the host as it found it:
 # it runs under `unshare -m --propagation slave` whose first step bind-mounts a private directory over
 # /var and files holding kubelet's wanted values over the /proc/sys entries it would write
 # (protectKernelDefaults: true makes it check them instead). Its root dir, pod log dir and volume plugin
