@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/dockpin/cri-dockerd/pinning/pinner"
 	"github.com/spf13/pflag"
 )
 
@@ -118,7 +119,7 @@ func (f *Flags) Validate(sandboxImage string) error {
 // image and root directory are these; state is kept in rootDir/StateDirName ("" rootDir
 // keeps none).
 func (f *Flags) Config(sandboxImage, rootDir string) Config {
-	c := DefaultConfig()
+	c := pinner.DefaultConfig()
 	c.SandboxImage = sandboxImage
 	c.ConfigLabels = f.PinFromConfigLabels
 	c.Patterns = f.PinnedImages

@@ -5,6 +5,9 @@ import (
 	"os"
 	"strings"
 
+	"github.com/dockpin/cri-dockerd/pinning/containerd"
+	"github.com/dockpin/cri-dockerd/pinning/pin"
+	"github.com/dockpin/cri-dockerd/pinning/pinner"
 	"github.com/sirupsen/logrus"
 )
 
@@ -30,11 +33,11 @@ var wellKnownContainerdSockets = []string{"/run/containerd/containerd.sock", "/v
 // containerdPins decides whether the containerd record-label source runs: with "auto",
 // whenever the engine uses the containerd image store, answering or not. It returns
 // the source to register (a Disabled one saying why when it is off) and, when on, the
-// ContainerdSource itself (for keeping pins across pulls). dockerEndpoint is the
+// containerd.Source itself (for keeping pins across pulls). dockerEndpoint is the
 // engine's API endpoint: a remote engine's containerd socket is not on this machine.
-func containerdPins(ctx context.Context, f *Flags, dockerEndpoint string, info EngineInfo, log logrus.FieldLogger) (Source, *ContainerdSource) {
-	off := func(reason string) (Source, *ContainerdSource) {
-		return Disabled(SourceContainerd, reason), nil
+func containerdPins(ctx context.Context, f *Flags, dockerEndpoint string, info EngineInfo, log logrus.FieldLogger) (pin.Source, *containerd.Source) {
+	off := func(reason string) (pin.Source, *containerd.Source) {
+		return pin.Disabled(pin.SourceContainerd, reason), nil
 	}
 	mode := f.PinFromContainerdLabels
 	if mode == "false" {
@@ -53,10 +56,10 @@ func containerdPins(ctx context.Context, f *Flags, dockerEndpoint string, info E
 		log.Warn("containerd pin source off: no containerd socket found; set --containerd-address")
 		return off("no containerd socket found")
 	}
-	src, err := NewContainerdSource(ContainerdConfig{
+	src, err := containerd.NewSource(containerd.Config{
 		Address: addr, Namespace: ns, IncludeDangling: f.PinDanglingRecords,
-		Timeout: f.ContainerdTimeout, WarnInterval: DefaultConfig().WarnInterval,
-	}, log.WithField("source", SourceContainerd))
+		Timeout: f.ContainerdTimeout, WarnInterval: pinner.DefaultConfig().WarnInterval,
+	}, log.WithField("source", pin.SourceContainerd))
 	if err != nil {
 		log.WithError(err).Warn("containerd pin source off")
 		return off(err.Error())

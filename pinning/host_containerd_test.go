@@ -8,12 +8,13 @@ import (
 	is "gotest.tools/v3/assert/cmp"
 
 	"github.com/dockpin/cri-dockerd/internal/logctx"
+	"github.com/dockpin/cri-dockerd/pinning/pin"
 )
 
 func TestContainerdPinsDecision(t *testing.T) {
 	log := logctx.Discard()
 	missing := t.TempDir() + "/no-containerd.sock"
-	ctrdStore := EngineInfo{ContainerdStore: true, ContainerdAddress: missing, ContainerdNamespace: "moby"}
+	ctrdInfo := EngineInfo{ContainerdStore: true, ContainerdAddress: missing, ContainerdNamespace: "moby"}
 	classic := EngineInfo{Driver: "overlay2", ContainerdAddress: missing, ContainerdNamespace: "moby"}
 	const local = "unix:///var/run/docker.sock"
 	tests := []struct {
@@ -24,11 +25,11 @@ func TestContainerdPinsDecision(t *testing.T) {
 		wantOn     bool
 		wantReason string
 	}{
-		{name: "off by flag", mutate: func(f *Flags) { f.PinFromContainerdLabels = "false" }, info: ctrdStore, wantReason: "turned off"},
+		{name: "off by flag", mutate: func(f *Flags) { f.PinFromContainerdLabels = "false" }, info: ctrdInfo, wantReason: "turned off"},
 		{name: "auto, classic store", info: classic, wantReason: "classic image store"},
-		{name: "auto, remote engine", endpoint: "tcp://10.0.0.1:2375", info: ctrdStore, wantReason: "remote engine"},
-		{name: "auto, socket does not answer yet", info: ctrdStore, wantOn: true}, // its saved state answers meanwhile
-		{name: "forced on, socket does not answer yet", mutate: func(f *Flags) { f.PinFromContainerdLabels = "true" }, info: ctrdStore, wantOn: true},
+		{name: "auto, remote engine", endpoint: "tcp://10.0.0.1:2375", info: ctrdInfo, wantReason: "remote engine"},
+		{name: "auto, socket does not answer yet", info: ctrdInfo, wantOn: true}, // its saved state answers meanwhile
+		{name: "forced on, socket does not answer yet", mutate: func(f *Flags) { f.PinFromContainerdLabels = "true" }, info: ctrdInfo, wantOn: true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -43,8 +44,8 @@ func TestContainerdPinsDecision(t *testing.T) {
 			}
 			src, ctrd := containerdPins(context.Background(), &f, endpoint, tc.info, log)
 			assert.Equal(t, ctrd != nil, tc.wantOn)
-			assert.Equal(t, src.Name(), SourceContainerd)
-			st := src.(StatusReporter).SourceStatus()
+			assert.Equal(t, src.Name(), pin.SourceContainerd)
+			st := src.(pin.StatusReporter).SourceStatus()
 			assert.Equal(t, st["enabled"], tc.wantOn)
 			if !tc.wantOn {
 				assert.Check(t, is.Contains(st["reason"], tc.wantReason))

@@ -4,13 +4,15 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/sirupsen/logrus"
 
 	"github.com/dockpin/cri-dockerd/internal/logctx"
+	"github.com/dockpin/cri-dockerd/pinning/containerd"
+	"github.com/dockpin/cri-dockerd/pinning/pin"
+	"github.com/dockpin/cri-dockerd/pinning/pinner"
+	"github.com/dockpin/cri-dockerd/pinning/preload"
+	"github.com/dockpin/cri-dockerd/pinning/sticky"
 )
 
 // Engine is what pinning needs from the container engine; a host program implements
@@ -23,21 +25,6 @@ type Engine interface {
 	// references, or image IDs for untagged images. It is called only with
 	// --preload-images-dir.
 	LoadImages(ctx context.Context, archive io.Reader) ([]string, error)
-}
-
-// ImageChecker is implemented by an Engine that can tell whether it has an image
-// (by reference or ID). With it, an archive of --preload-images-dir whose content
-// digest is the one recorded at its last load is not loaded again at start while the
-// engine still has its images, and a listed image the engine has is not pulled.
-type ImageChecker interface {
-	HasImage(ctx context.Context, ref string) (bool, error)
-}
-
-// ImagePuller is implemented by an Engine that pulls images with the node's
-// registry credentials; with it, the images named by the .txt lists of
-// --preload-images-dir are pulled (else they are pinned only).
-type ImagePuller interface {
-	PullImage(ctx context.Context, ref string) error
 }
 
 // EngineInfo are the facts of the engine's /info that pinning uses.
@@ -72,12 +59,12 @@ type Host struct {
 type Setup struct {
 	*Pinner
 	log        logrus.FieldLogger
-	containerd *ContainerdSource // nil when off
-	keepPins   bool              // --preserve-pin-on-pull
-	preload    *preloadDir       // nil without --preload-images-dir
-	restore    bool              // --restore-pinned-images
-	sticky     *stickyKeeper     // nil when the containerd source is off
-	classic    *classicKeeper    // on the classic image store, with an ImageWatcher engine
+	containerd *containerd.Source    // nil when off
+	keepPins   bool                  // --preserve-pin-on-pull
+	preload    *preload.Dir          // nil without --preload-images-dir
+	restore    bool                  // --restore-pinned-images
+	sticky     *sticky.Keeper        // nil when the containerd source is off
+	classic    *sticky.ClassicKeeper // on the classic image store, with an ImageWatcher engine
 	stopSticky func()
 	stopWatch  func() // the pins files' watcher
 }
@@ -90,7 +77,7 @@ type Setup struct {
 func Start(ctx context.Context, f Flags, h Host, engine Engine, log logrus.FieldLogger) (*Setup, error) {
 	log = logctx.OrDiscard(log)
 	s := &Setup{log: log, keepPins: f.PreservePinOnPull, restore: f.RestorePinnedImages, stopSticky: func() {}, stopWatch: func() {}}
-	ctrdSource := Disabled(SourceContainerd, "turned off by --pin-from-containerd-labels=false")
+	ctrdSource := pin.Disabled(pin.SourceContainerd, "turned off by --pin-from-containerd-labels=false")
 	watcher, watches := engine.(ImageWatcher)
 	var info EngineInfo
 	if f.PinFromContainerdLabels != "false" || watches {
@@ -104,10 +91,14 @@ func Start(ctx context.Context, f Flags, h Host, engine Engine, log logrus.Field
 	}
 	cfg := f.Config(h.SandboxImage, h.RootDirectory)
 	var watch *pinsWatcher
-	if cfg.hasPinsFiles() {
+	if cfg.HasPinsFiles() {
 		watch = newPinsWatcher(&cfg, pinsPoll, s.reloadLogged, log.WithField("component", "pins-files"))
 	}
-	p, err := newPinner(cfg, log, f.PreloadImagesDir != "", ctrdSource)
+	newPinner := pinner.New
+	if f.PreloadImagesDir != "" {
+		newPinner = pinner.NewWatched
+	}
+	p, err := newPinner(cfg, log, ctrdSource)
 	if err != nil {
 		_ = s.Close()
 		return nil, err
@@ -119,106 +110,14 @@ func Start(ctx context.Context, f Flags, h Host, engine Engine, log logrus.Field
 		s.stopWatch = func() { cancel(); <-done }
 	}
 	if f.PreloadImagesDir != "" {
-		s.preload = newPreloadDir(f.PreloadImagesDir, engine, p, f.PreloadImageStatusWait, log.WithField("component", "preload"))
-		s.preload.start()
+		s.preload = preload.New(f.PreloadImagesDir, engine, p, p.StateStore(), f.PreloadImageStatusWait, log.WithField("component", "preload"))
+		s.preload.Start()
 	}
 	switch {
 	case s.containerd != nil:
-		s.startSticky(s.containerd.store(), f.PinDanglingRecords, log.WithField("component", "sticky-pins"))
+		s.startSticky(s.containerd.Store(), f.PinDanglingRecords, log.WithField("component", "sticky-pins"))
 	case watches && !info.ContainerdStore:
 		s.startClassic(watcher, log.WithField("component", "sticky-pins"))
 	}
 	return s, nil
-}
-
-// Info is the Pinner's Info with the sticky pins' state ("sticky") and the preload
-// directory's ("preloadDir").
-func (s *Setup) Info() map[string]any {
-	info := s.Pinner.Info()
-	info["sticky"] = s.stickyInfo()
-	if s.preload != nil {
-		info["preloadDir"] = s.preload.info()
-	}
-	return info
-}
-
-// Close stops the sticky pins, then watching the preload directory, and releases the
-// containerd connection.
-func (s *Setup) Close() error {
-	s.stopWatch()
-	s.stopSticky()
-	if s.preload != nil {
-		s.preload.close()
-	}
-	if s.containerd == nil {
-		return nil
-	}
-	return s.containerd.Close()
-}
-
-// PinKeeper returns the containerd source when it runs and --preserve-pin-on-pull
-// is on, for the host to wrap its pulls with (KeepPin); else nil.
-func (s *Setup) PinKeeper() *ContainerdSource {
-	if !s.keepPins {
-		return nil
-	}
-	return s.containerd
-}
-
-// KeepPin is called before the host pulls ref; the function it returns is called
-// once after the pull, whatever its outcome, and puts back the pin of ref's
-// containerd record that the pull removed. It does nothing when the containerd
-// source is off or --preserve-pin-on-pull=false.
-func (s *Setup) KeepPin(ctx context.Context, ref string) func(context.Context) {
-	if k := s.PinKeeper(); k != nil {
-		return k.KeepPin(ctx, ref)
-	}
-	return func(context.Context) {}
-}
-
-// ReloadLogged re-reads the pins files (Reload) on SIGHUP and logs the outcome: on a
-// bad file the previous pins stay in force.
-func (s *Setup) ReloadLogged() {
-	s.reloadLogged("SIGHUP")
-}
-
-// reloadLogged is ReloadLogged for a reason: SIGHUP, or the watcher's.
-func (s *Setup) reloadLogged(why string) {
-	if err := s.Reload(); err != nil {
-		s.log.WithError(err).Error(why + ": pins files not reloaded; the previous pins stay in force")
-		return
-	}
-	s.log.Info(why + ": pins reloaded")
-	if s.sticky != nil {
-		s.sticky.trigger()
-	}
-	if s.classic != nil {
-		s.classic.trigger()
-	}
-}
-
-// ReloadOnSIGHUP reloads the pins on every SIGHUP (systemd's ExecReload) from now
-// until stop is called; SIGHUP no longer ends the process meanwhile. A host whose
-// main loop already receives SIGHUP calls ReloadLogged instead.
-func (s *Setup) ReloadOnSIGHUP() (stop func()) {
-	hup := make(chan os.Signal, 4)
-	signal.Notify(hup, syscall.SIGHUP)
-	done := make(chan struct{})
-	finished := make(chan struct{})
-	go func() {
-		defer close(finished)
-		for {
-			select {
-			case <-done:
-				return
-			case <-hup:
-				s.ReloadLogged()
-			}
-		}
-	}()
-	return func() {
-		signal.Stop(hup)
-		close(done)
-		<-finished
-	}
 }

@@ -14,6 +14,10 @@ import (
 	"gotest.tools/v3/poll"
 
 	"github.com/dockpin/cri-dockerd/internal/logctx"
+	"github.com/dockpin/cri-dockerd/pinning/internal/pintest"
+	"github.com/dockpin/cri-dockerd/pinning/pin"
+	"github.com/dockpin/cri-dockerd/pinning/pinner"
+	"github.com/dockpin/cri-dockerd/pinning/sticky"
 )
 
 func TestStartPreloadsAndPins(t *testing.T) {
@@ -39,24 +43,24 @@ func TestStartPreloadsAndPins(t *testing.T) {
 	})
 	assert.DeepEqual(t, engine.loadedArchives(), []string{"archive-infra"})
 	poll.WaitOn(t, func(poll.LogT) poll.Result {
-		if rs := s.PreloadRecords(); len(rs) != 1 || rs[0].State != PreloadLoaded {
+		if rs := s.PreloadRecords(); len(rs) != 1 || rs[0].State != pinner.PreloadLoaded {
 			return poll.Continue("not recorded yet: %+v", rs)
 		}
 		return poll.Success()
 	})
-	reasons, err := s.Evaluate(context.Background(), []Image{
-		{ID: digA, RepoTags: []string{"registry.local/infra/dns:1"}},
-		{ID: digB, RepoTags: []string{"busybox:1.36"}},
-		{ID: digC, RepoTags: []string{"busybox:1.37"}},
+	reasons, err := s.Evaluate(context.Background(), []pin.Image{
+		{ID: pintest.DigA, RepoTags: []string{"registry.local/infra/dns:1"}},
+		{ID: pintest.DigB, RepoTags: []string{"busybox:1.36"}},
+		{ID: pintest.DigC, RepoTags: []string{"busybox:1.37"}},
 	})
 	assert.NilError(t, err)
-	assert.DeepEqual(t, reasons[0], []Reason{{Source: SourcePreload, Detail: "infra.tar: registry.local/infra/dns:1"}})
-	assert.DeepEqual(t, reasons[1], []Reason{{Source: SourcePattern, Detail: "busybox:1.36"}})
+	assert.DeepEqual(t, reasons[0], []pin.Reason{{Source: pin.SourcePreload, Detail: "infra.tar: registry.local/infra/dns:1"}})
+	assert.DeepEqual(t, reasons[1], []pin.Reason{{Source: pin.SourcePattern, Detail: "busybox:1.36"}})
 	assert.Check(t, is.Len(reasons[2], 0))
 	// The classic store: the containerd source is off, and no pin is kept across pulls.
 	assert.Check(t, s.PinKeeper() == nil)
 	s.KeepPin(context.Background(), "busybox:1.36")(context.Background())
-	_, err = os.Stat(filepath.Join(root, StateDirName, preloadStateName+".json"))
+	_, err = os.Stat(filepath.Join(root, StateDirName, pinner.PreloadStateName+".json"))
 	assert.NilError(t, err, "what the archives pin is saved under the root directory")
 }
 
@@ -99,7 +103,7 @@ func TestReloadOnSIGHUP(t *testing.T) {
 	assert.NilError(t, err)
 	stop := s.ReloadOnSIGHUP()
 	defer stop()
-	img := Image{ID: digA, RepoTags: []string{"busybox:1.36"}}
+	img := pin.Image{ID: pintest.DigA, RepoTags: []string{"busybox:1.36"}}
 	assert.Check(t, is.Len(s.Check(context.Background(), img), 0))
 
 	assert.NilError(t, os.WriteFile(pins, []byte("busybox\n"), 0o644))
@@ -116,25 +120,25 @@ func TestReloadOnSIGHUP(t *testing.T) {
 // and streams removals (ImageWatcher).
 type watchingEngine struct {
 	*fakeEngine
-	images *fakeClassic
+	images []pin.Image
 }
 
-func (e watchingEngine) Images(ctx context.Context) ([]Image, error) { return e.images.Images(ctx) }
+func (e watchingEngine) Images(context.Context) ([]pin.Image, error) { return e.images, nil }
 
-func (e watchingEngine) WatchImageRemovals(ctx context.Context, fn func(time.Time)) error {
-	return e.images.WatchImageRemovals(ctx, fn)
+func (e watchingEngine) WatchImageRemovals(ctx context.Context, _ func(time.Time)) error {
+	<-ctx.Done()
+	return ctx.Err()
 }
 
 func TestStartStickyOnClassicStore(t *testing.T) {
-	images := &fakeClassic{images: map[string]Image{digA: {ID: digA, RepoTags: []string{"busybox:1.36"}}}}
-	engine := watchingEngine{fakeEngine: newFakeEngine(), images: images}
+	engine := watchingEngine{fakeEngine: newFakeEngine(), images: []pin.Image{{ID: pintest.DigA, RepoTags: []string{"busybox:1.36"}}}}
 	f := DefaultFlags()
 	f.PinnedImages = []string{"busybox:1.36"}
 	s, err := Start(context.Background(), f, Host{SandboxImage: DefaultSandboxImage, RootDirectory: t.TempDir()}, engine, logctx.Discard())
 	assert.NilError(t, err)
 	assert.Check(t, s.RefusesPinnedRemoval())
 	poll.WaitOn(t, func(poll.LogT) poll.Result {
-		st := s.Info()["sticky"].(map[string]any)["state"].(classicStatus)
+		st := s.Info()["sticky"].(map[string]any)["state"].(sticky.ClassicStatus)
 		if st.PinnedImages != 1 {
 			return poll.Continue("pinned images known: %d", st.PinnedImages)
 		}

@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/dockpin/cri-dockerd/pinning/pin"
 	"github.com/fsnotify/fsnotify"
 	"github.com/sirupsen/logrus"
 )
@@ -160,7 +161,7 @@ func (w *pinsWatcher) fingerprint() string {
 		fingerprintFile(&b, w.file)
 	}
 	if w.dir != "" {
-		names, err := pinsDirFiles(w.dir)
+		names, err := pin.PinsDirFiles(w.dir)
 		if err != nil {
 			fmt.Fprintf(&b, "dir error %v\n", err)
 		}

@@ -17,7 +17,7 @@ import (
 	"github.com/dockpin/cri-dockerd/internal/core/logs"
 	"github.com/dockpin/cri-dockerd/internal/core/network"
 	"github.com/dockpin/cri-dockerd/internal/core/stats"
-	"github.com/dockpin/cri-dockerd/pinning"
+	"github.com/dockpin/cri-dockerd/pinning/pin"
 )
 
 // Deps are the parts the service calls: the engine, the pinner and the node's
@@ -50,11 +50,11 @@ type Deps struct {
 	Log logrus.FieldLogger
 }
 
-// Pinner decides whether images are pinned and why (implemented by pinning.Pinner).
+// Pinner decides whether images are pinned and why (implemented by pinner.Pinner).
 type Pinner interface {
 	// Evaluate fails (Unavailable) when a pin source has no usable state.
-	Evaluate(ctx context.Context, imgs []pinning.Image) ([][]pinning.Reason, error)
-	Check(ctx context.Context, img pinning.Image) []pinning.Reason
+	Evaluate(ctx context.Context, imgs []pin.Image) ([][]pin.Reason, error)
+	Check(ctx context.Context, img pin.Image) []pin.Reason
 	Info() map[string]any
 }
 
@@ -150,7 +150,7 @@ type NRI interface {
 }
 
 // PinKeeper keeps an image's pin across a pull that replaces its record's labels
-// (implemented by pinning.ContainerdSource).
+// (implemented by containerd.Source in pinning/containerd).
 type PinKeeper interface {
 	// KeepPin is called before ref is pulled; the function it returns is called once
 	// after the pull, whatever its outcome, and puts back a pin the pull removed. It

@@ -7,7 +7,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/dockpin/cri-dockerd/internal/core/docker"
-	"github.com/dockpin/cri-dockerd/pinning"
+	"github.com/dockpin/cri-dockerd/pinning/pin"
 )
 
 // ListImages lists the engine's images with their pin state.
@@ -21,7 +21,7 @@ func (s *Service) ListImages(ctx context.Context, req *runtimeapi.ListImagesRequ
 		return nil, err
 	}
 	selected := make([]docker.Image, 0, len(all))
-	views := make([]pinning.Image, 0, len(all))
+	views := make([]pin.Image, 0, len(all))
 	for i := range all {
 		view := pinningImage(&all[i])
 		if match(&view) {

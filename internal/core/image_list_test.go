@@ -14,7 +14,8 @@ import (
 	"github.com/dockpin/cri-dockerd/internal/core/docker"
 	"github.com/dockpin/cri-dockerd/internal/core/docker/dockertest"
 	"github.com/dockpin/cri-dockerd/internal/logctx"
-	"github.com/dockpin/cri-dockerd/pinning"
+	"github.com/dockpin/cri-dockerd/pinning/pin"
+	"github.com/dockpin/cri-dockerd/pinning/pinner"
 )
 
 func pinnedByID(resp *runtimeapi.ListImagesResponse) map[string]bool {
@@ -26,7 +27,7 @@ func pinnedByID(resp *runtimeapi.ListImagesResponse) map[string]bool {
 }
 
 func TestListImagesPinned(t *testing.T) {
-	svc, fake := newTestService(t, func(c *pinning.Config) {
+	svc, fake := newTestService(t, func(c *pinner.Config) {
 		c.SandboxImage = "docker.io/rancher/mirrored-pause:3.6"
 		c.Patterns = []string{"busybox", "*keyword*"}
 		c.LabelSelectors = []string{"team=infra"}
@@ -34,9 +35,9 @@ func TestListImagesPinned(t *testing.T) {
 	fake.AddImage(testImage(1, "rancher/mirrored-pause:3.6"))
 	fake.AddImage(testImage(2, "busybox:1.36", "busybox:latest"))
 	fake.AddImage(testImage(3, "example.com/has-keyword-inside:1"))
-	fake.AddImage(docker.Image{ID: id(4), RepoTags: []string{"labelled:1"}, Labels: map[string]string{pinning.PinnedLabel: "pinned"}})
-	fake.AddImage(docker.Image{ID: id(5), RepoTags: []string{"near-miss:1"}, Labels: map[string]string{pinning.PinnedLabel: "true"}})
-	fake.AddImage(docker.Image{ID: id(6), RepoTags: []string{"misspelled:1"}, Labels: map[string]string{pinning.MisspelledLabel: "pinned"}})
+	fake.AddImage(docker.Image{ID: id(4), RepoTags: []string{"labelled:1"}, Labels: map[string]string{pin.PinnedLabel: "pinned"}})
+	fake.AddImage(docker.Image{ID: id(5), RepoTags: []string{"near-miss:1"}, Labels: map[string]string{pin.PinnedLabel: "true"}})
+	fake.AddImage(docker.Image{ID: id(6), RepoTags: []string{"misspelled:1"}, Labels: map[string]string{pin.MisspelledLabel: "pinned"}})
 	fake.AddImage(docker.Image{ID: id(7), RepoTags: []string{"infra:1"}, Labels: map[string]string{"team": "infra"}})
 	fake.AddImage(testImage(8, "unpinned:1"))
 	fake.AddImage(testImage(9)) // untagged
@@ -117,7 +118,7 @@ func TestListImagesErrors(t *testing.T) {
 }
 
 func benchmarkListImages(b *testing.B, n int) {
-	svc, fake := newTestService(b, func(c *pinning.Config) {
+	svc, fake := newTestService(b, func(c *pinner.Config) {
 		c.Patterns = []string{"registry.example.com/team-3/*", "*keyword*", "busybox:1.36", "quay.io/org/app"}
 		c.LabelSelectors = []string{"tier=system"}
 	})
@@ -130,7 +131,7 @@ func benchmarkListImages(b *testing.B, n int) {
 			Labels:      map[string]string{"maintainer": "x", "tier": []string{"system", "app"}[i%2]},
 		}
 		if i%50 == 0 {
-			img.Labels[pinning.PinnedLabel] = "pinned"
+			img.Labels[pin.PinnedLabel] = "pinned"
 		}
 		fake.AddImage(img)
 	}
@@ -149,7 +150,7 @@ func BenchmarkListImages1000(b *testing.B) { benchmarkListImages(b, 1000) }
 func BenchmarkListImages5000(b *testing.B) { benchmarkListImages(b, 5000) }
 
 func TestImageStatusMatchesListImages(t *testing.T) {
-	svc, fake := newTestService(t, func(c *pinning.Config) { c.Patterns = []string{"*pin*"} })
+	svc, fake := newTestService(t, func(c *pinner.Config) { c.Patterns = []string{"*pin*"} })
 	fake.AddImage(docker.Image{ID: id(1), RepoTags: []string{"registry.k8s.io/pause:3.10"}, User: "65535"})
 	fake.AddImage(docker.Image{ID: id(2), RepoTags: []string{"to-pin:1"}, User: "www-data:33"})
 	fake.AddImage(testImage(3, "plain:1"))
@@ -171,7 +172,7 @@ func TestImageStatusMatchesListImages(t *testing.T) {
 	var info imageStatusInfo
 	assert.NilError(t, json.Unmarshal([]byte(st.Info["info"]), &info))
 	assert.Check(t, info.Pinned)
-	assert.DeepEqual(t, info.PinReasons, []pinning.Reason{{Source: pinning.SourcePattern, Detail: "*pin*"}})
+	assert.DeepEqual(t, info.PinReasons, []pin.Reason{{Source: pin.SourcePattern, Detail: "*pin*"}})
 }
 
 func TestImageStatusBadInput(t *testing.T) {
@@ -220,7 +221,7 @@ func TestSplitUser(t *testing.T) {
 // preloadingPins is a pinner and a PreloadWaiter whose preload directory provides one image: WaitPreloaded
 // for it "loads" it into the engine (once) and reports that it waited.
 type preloadingPins struct {
-	*pinning.Pinner
+	*pinner.Pinner
 	fake     *dockertest.Fake
 	provides string
 	img      docker.Image
@@ -240,7 +241,7 @@ func (p *preloadingPins) WaitPreloaded(_ context.Context, ref string) bool {
 // is looked up again after the wait and answered present; other absent images are
 // answered absent without a wait.
 func TestImageStatusWaitsForPreload(t *testing.T) {
-	pinner, err := pinning.New(pinning.DefaultConfig(), logctx.Discard())
+	pinner, err := pinner.New(pinner.DefaultConfig(), logctx.Discard())
 	assert.NilError(t, err)
 	fake := dockertest.New()
 	pins := &preloadingPins{Pinner: pinner, fake: fake, provides: "preloaded:1", img: testImage(7, "preloaded:1")}

@@ -6,9 +6,8 @@ import (
 	"strings"
 
 	cerrdefs "github.com/containerd/errdefs"
+	"github.com/dockpin/cri-dockerd/pinning/pin"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
-
-	"github.com/dockpin/cri-dockerd/pinning"
 )
 
 // RemoveImage removes an image and every reference to it. It is idempotent. A pinned
@@ -32,7 +31,7 @@ func (s *Service) RemoveImage(ctx context.Context, req *runtimeapi.RemoveImageRe
 	if reasons := s.deps.Pins.Check(ctx, pinningImage(&img)); len(reasons) > 0 {
 		if s.cfg.RefusePinnedRemoval {
 			return nil, fmt.Errorf("%w: image %s is pinned (%s) and would be restored; to remove it, unpin it first: %s",
-				cerrdefs.ErrFailedPrecondition, ref, reasonsText(reasons), pinning.UnpinHint(reasons))
+				cerrdefs.ErrFailedPrecondition, ref, reasonsText(reasons), pin.UnpinHint(reasons))
 		}
 		log.WithField("pinReasons", reasons).Info("removing pinned image as requested")
 	}
@@ -45,7 +44,7 @@ func (s *Service) RemoveImage(ctx context.Context, req *runtimeapi.RemoveImageRe
 }
 
 // reasonsText renders pin reasons as "source: detail, ...".
-func reasonsText(reasons []pinning.Reason) string {
+func reasonsText(reasons []pin.Reason) string {
 	parts := make([]string, len(reasons))
 	for i, r := range reasons {
 		parts[i] = r.Source + ": " + r.Detail

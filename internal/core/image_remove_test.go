@@ -16,11 +16,11 @@ import (
 	"github.com/dockpin/cri-dockerd/internal/core/docker/dockertest"
 	"github.com/dockpin/cri-dockerd/internal/core/imagecache"
 	"github.com/dockpin/cri-dockerd/internal/logctx"
-	"github.com/dockpin/cri-dockerd/pinning"
+	"github.com/dockpin/cri-dockerd/pinning/pinner"
 )
 
 func TestRemoveImage(t *testing.T) {
-	svc, fake := newTestService(t, func(c *pinning.Config) { c.Patterns = []string{"pinned"} })
+	svc, fake := newTestService(t, func(c *pinner.Config) { c.Patterns = []string{"pinned"} })
 	fake.AddImage(testImage(1, "multi:1", "multi:2", "other/multi:3"))
 	fake.AddImage(testImage(2, "pinned:1"))
 	fake.AddImage(testImage(3, "keep:1"))
@@ -42,7 +42,7 @@ func TestRemoveImage(t *testing.T) {
 }
 
 func TestRemoveImageRefusesPinned(t *testing.T) {
-	svc, fake := newTestService(t, func(c *pinning.Config) { c.Patterns = []string{"pinned"} })
+	svc, fake := newTestService(t, func(c *pinner.Config) { c.Patterns = []string{"pinned"} })
 	svc.cfg.RefusePinnedRemoval = true
 	fake.AddImage(testImage(2, "pinned:1"))
 	fake.AddImage(testImage(3, "keep:1"))

@@ -5,9 +5,8 @@ import (
 	"encoding/json"
 
 	cerrdefs "github.com/containerd/errdefs"
+	"github.com/dockpin/cri-dockerd/pinning/pin"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
-
-	"github.com/dockpin/cri-dockerd/pinning"
 )
 
 // imageStatusInfo is the verbose ImageStatus info, shown by `crictl inspecti`.
@@ -16,7 +15,7 @@ type imageStatusInfo struct {
 	User       string            `json:"user,omitempty"`
 	Labels     map[string]string `json:"labels,omitempty"`
 	Pinned     bool              `json:"pinned"`
-	PinReasons []pinning.Reason  `json:"pinReasons,omitempty"`
+	PinReasons []pin.Reason      `json:"pinReasons,omitempty"`
 }
 
 // ImageStatus returns one image; an unknown image gives an empty response, as the CRI says.

@@ -11,7 +11,7 @@ import (
 
 	"github.com/dockpin/cri-dockerd/internal/core/docker"
 	"github.com/dockpin/cri-dockerd/internal/imageref"
-	"github.com/dockpin/cri-dockerd/pinning"
+	"github.com/dockpin/cri-dockerd/pinning/pin"
 )
 
 // imageRef validates the image named by a CRI ImageSpec and returns it.
@@ -26,8 +26,8 @@ func imageRef(spec *runtimeapi.ImageSpec) (string, error) {
 	return ref, nil
 }
 
-func pinningImage(img *docker.Image) pinning.Image {
-	return pinning.Image{ID: img.ID, RepoTags: img.RepoTags, RepoDigests: img.RepoDigests, Labels: img.Labels}
+func pinningImage(img *docker.Image) pin.Image {
+	return pin.Image{ID: img.ID, RepoTags: img.RepoTags, RepoDigests: img.RepoDigests, Labels: img.Labels}
 }
 
 // criImage converts an engine image to its CRI form.
@@ -60,7 +60,7 @@ func splitUser(user string) (*int64, string) {
 	return nil, u
 }
 
-func pinned(reasons []pinning.Reason) bool { return len(reasons) > 0 }
+func pinned(reasons []pin.Reason) bool { return len(reasons) > 0 }
 
 // minIDPrefix is the shortest bare hexadecimal filter taken for an image ID prefix
 // (with "sha256:" in front any length is).
@@ -77,10 +77,10 @@ type imageMatcher struct {
 
 // imageFilter returns the predicate for a CRI image filter; InvalidArgument, naming
 // the filter, when it is neither an image ID nor a reference.
-func imageFilter(f *runtimeapi.ImageFilter) (func(*pinning.Image) bool, error) {
+func imageFilter(f *runtimeapi.ImageFilter) (func(*pin.Image) bool, error) {
 	text := strings.TrimSpace(f.GetImage().GetImage())
 	if text == "" {
-		return func(*pinning.Image) bool { return true }, nil
+		return func(*pin.Image) bool { return true }, nil
 	}
 	var m imageMatcher
 	hex, hasAlg := strings.CutPrefix(text, "sha256:")
@@ -98,7 +98,7 @@ func imageFilter(f *runtimeapi.ImageFilter) (func(*pinning.Image) bool, error) {
 	return m.match, nil
 }
 
-func (m imageMatcher) match(img *pinning.Image) bool {
+func (m imageMatcher) match(img *pin.Image) bool {
 	if m.idPrefix != "" {
 		if strings.HasPrefix(strings.TrimPrefix(img.ID, "sha256:"), m.idPrefix) {
 			return true

@@ -12,10 +12,10 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/dockpin/cri-dockerd/internal/imageref"
-	"github.com/dockpin/cri-dockerd/pinning"
+	"github.com/dockpin/cri-dockerd/pinning/pin"
 )
 
-func filterOf(s string) (func(*pinning.Image) bool, error) {
+func filterOf(s string) (func(*pin.Image) bool, error) {
 	return imageFilter(&runtimeapi.ImageFilter{Image: &runtimeapi.ImageSpec{Image: s}})
 }
 
@@ -47,12 +47,12 @@ func FuzzImageFilter(f *testing.F) {
 			assert.Assert(t, match == nil)
 		} else {
 			// Total on arbitrary images.
-			_ = match(&pinning.Image{})
-			_ = match(&pinning.Image{ID: ref, RepoTags: []string{ref, filter}, RepoDigests: []string{ref, filter, "@"}})
-			_ = match(&pinning.Image{ID: id, RepoTags: []string{"<none>:<none>"}, RepoDigests: []string{"<none>@<none>"}})
+			_ = match(&pin.Image{})
+			_ = match(&pin.Image{ID: ref, RepoTags: []string{ref, filter}, RepoDigests: []string{ref, filter, "@"}})
+			_ = match(&pin.Image{ID: id, RepoTags: []string{"<none>:<none>"}, RepoDigests: []string{"<none>@<none>"}})
 		}
 
-		img := &pinning.Image{ID: id, RepoTags: []string{"busybox:1.36"}}
+		img := &pin.Image{ID: id, RepoTags: []string{"busybox:1.36"}}
 		prefixLen := 1 + int(n)%64
 		filters := []string{id, idHex, "sha256:" + idHex[:prefixLen]}
 		if prefixLen >= minIDPrefix {
@@ -70,7 +70,7 @@ func FuzzImageFilter(f *testing.F) {
 		if err != nil || strings.HasPrefix(strings.TrimSpace(ref), "sha256:") {
 			return
 		}
-		tagged := &pinning.Image{ID: id, RepoTags: []string{ref}}
+		tagged := &pin.Image{ID: id, RepoTags: []string{ref}}
 		for _, s := range []string{ref, r.String(), r.Name} {
 			m, err := filterOf(s)
 			assert.NilError(t, err, "filter %q", s)

@@ -14,7 +14,7 @@ import (
 	"github.com/dockpin/cri-dockerd/internal/core/docker/dockertest"
 	"github.com/dockpin/cri-dockerd/internal/core/network"
 	"github.com/dockpin/cri-dockerd/internal/logctx"
-	"github.com/dockpin/cri-dockerd/pinning"
+	"github.com/dockpin/cri-dockerd/pinning/pinner"
 )
 
 // rtSandboxImage is the sandbox image of every test service.
@@ -72,7 +72,7 @@ func newRTEnv(t *testing.T, opts ...rtOption) *rtEnv {
 	if o.cgroupDriver == "" {
 		o.cgroupDriver = "systemd"
 	}
-	pins, err := pinning.New(pinning.DefaultConfig(), logctx.Discard())
+	pins, err := pinner.New(pinner.DefaultConfig(), logctx.Discard())
 	assert.NilError(t, err)
 	engine := dockertest.New()
 	root := t.TempDir()

@@ -7,17 +7,17 @@ import (
 
 	"github.com/dockpin/cri-dockerd/internal/core/docker/dockertest"
 	"github.com/dockpin/cri-dockerd/internal/logctx"
-	"github.com/dockpin/cri-dockerd/pinning"
+	"github.com/dockpin/cri-dockerd/pinning/pinner"
 )
 
 // newTestService returns a Service over a fresh fake engine with pins configured by mutate.
-func newTestService(t testing.TB, mutate func(*pinning.Config)) (*Service, *dockertest.Fake) {
+func newTestService(t testing.TB, mutate func(*pinner.Config)) (*Service, *dockertest.Fake) {
 	t.Helper()
-	cfg := pinning.DefaultConfig()
+	cfg := pinner.DefaultConfig()
 	if mutate != nil {
 		mutate(&cfg)
 	}
-	pins, err := pinning.New(cfg, logctx.Discard())
+	pins, err := pinner.New(cfg, logctx.Discard())
 	assert.NilError(t, err)
 	fake := dockertest.New()
 	return New(Config{Effective: map[string]string{"k": "v"}}, Deps{Docker: fake, Pins: pins, Log: logctx.Discard()}), fake

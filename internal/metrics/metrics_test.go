@@ -17,13 +17,13 @@ import (
 
 	"github.com/dockpin/cri-dockerd/internal/core/imagecache"
 	"github.com/dockpin/cri-dockerd/internal/core/logs"
-	"github.com/dockpin/cri-dockerd/pinning"
+	"github.com/dockpin/cri-dockerd/pinning/pinner"
 )
 
 // fakePins is a PinHealth whose state the test sets.
-type fakePins struct{ h pinning.Health }
+type fakePins struct{ h pinner.Health }
 
-func (f *fakePins) Health() pinning.Health { return f.h }
+func (f *fakePins) Health() pinner.Health { return f.h }
 
 func TestPinMetrics(t *testing.T) {
 	pins := &fakePins{}
@@ -38,12 +38,12 @@ cri_dockerd_pin_evaluation_images 0
 `), "cri_dockerd_pin_evaluation_images", "cri_dockerd_pin_evaluation_timestamp_seconds", "cri_dockerd_pin_source_state"))
 
 	at := time.Unix(1700000000, 0)
-	pins.h = pinning.Health{
+	pins.h = pinner.Health{
 		EvaluatedAt: at, Images: 12, Pinned: 3,
 		PinnedBySource:  map[string]int{"pattern": 2, "containerd-label": 1},
-		Sources:         []pinning.SourceHealth{{Name: "containerd-label", State: pinning.SourceStale, LastRefresh: at.Add(-time.Minute)}},
-		PreloadArchives: map[string]int{pinning.OriginLoaded: 2, pinning.OriginSaved: 1},
-		PreloadRefs:     map[string]int{pinning.OriginLoaded: 5, pinning.OriginSaved: 1},
+		Sources:         []pinner.SourceHealth{{Name: "containerd-label", State: pinner.SourceStale, LastRefresh: at.Add(-time.Minute)}},
+		PreloadArchives: map[string]int{pinner.OriginLoaded: 2, pinner.OriginSaved: 1},
+		PreloadRefs:     map[string]int{pinner.OriginLoaded: 5, pinner.OriginSaved: 1},
 	}
 	assert.NilError(t, testutil.GatherAndCompare(m.Registry(), strings.NewReader(`
 # HELP cri_dockerd_pinned_images Images pinned in the most recent pin evaluation, by source (an image counts once for each of its sources).

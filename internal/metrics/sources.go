@@ -7,12 +7,12 @@ import (
 
 	"github.com/dockpin/cri-dockerd/internal/core/imagecache"
 	"github.com/dockpin/cri-dockerd/internal/core/logs"
-	"github.com/dockpin/cri-dockerd/pinning"
+	"github.com/dockpin/cri-dockerd/pinning/pinner"
 )
 
-// PinHealth is what the pin metrics read at each scrape (a *pinning.Pinner).
+// PinHealth is what the pin metrics read at each scrape (a *pinner.Pinner).
 type PinHealth interface {
-	Health() pinning.Health
+	Health() pinner.Health
 }
 
 // WatchPins registers the pin metrics, read from p at each scrape.
@@ -42,7 +42,7 @@ func (m *Metrics) WatchPins(p PinHealth) {
 				gauge(ch, preloadRefs, float64(h.PreloadRefs[origin]), origin)
 			}
 			for _, s := range h.Sources {
-				stateSet(ch, sourceState, s.State, pinning.SourceStates(), s.Name)
+				stateSet(ch, sourceState, s.State, pinner.SourceStates(), s.Name)
 				if !s.LastRefresh.IsZero() {
 					gauge(ch, refreshed, seconds(s.LastRefresh), s.Name)
 				}

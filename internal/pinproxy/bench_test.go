@@ -7,10 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dockpin/cri-dockerd/pinning/pin"
 	"google.golang.org/grpc"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
-
-	"github.com/dockpin/cri-dockerd/pinning"
 )
 
 // benchImages is how many images the benchmark's backend lists.
@@ -28,7 +27,7 @@ func benchHarness(b *testing.B, n int) *harness {
 			RepoDigests: []string{fmt.Sprintf("bench/img-%04d@sha256:%064x", i, i+1)}, Size: 1 << 20}
 		labels[id] = map[string]string{"bench.index": fmt.Sprint(i)}
 		if i%20 == 0 {
-			labels[id][pinning.PinnedLabel] = pinning.PinnedValue
+			labels[id][pin.PinnedLabel] = pin.PinnedValue
 		}
 	}
 	return newHarnessOn(b, &backendNet{images: imgs}, &fakeEngine{labels: labels})

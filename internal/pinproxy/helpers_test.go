@@ -19,7 +19,8 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/dockpin/cri-dockerd/internal/logctx"
-	"github.com/dockpin/cri-dockerd/pinning"
+	"github.com/dockpin/cri-dockerd/pinning/pin"
+	"github.com/dockpin/cri-dockerd/pinning/pinner"
 )
 
 // Image IDs used across tests.
@@ -190,7 +191,7 @@ func (e *fakeEngine) ImageLabelsOf(_ context.Context, id string) (map[string]str
 type failingSource struct{}
 
 func (failingSource) Name() string { return "broken" }
-func (failingSource) Snapshot(context.Context) (pinning.Matcher, error) {
+func (failingSource) Snapshot(context.Context) (pin.Matcher, error) {
 	return nil, errors.New("source down")
 }
 
@@ -205,22 +206,22 @@ type harness struct {
 
 // newHarness starts the backend and the proxy; the proxy pins example.com/app and
 // images labelled io.cri-containerd.pinned=pinned, plus whatever sources are given.
-func newHarness(t testing.TB, sources ...pinning.Source) *harness {
+func newHarness(t testing.TB, sources ...pin.Source) *harness {
 	t.Helper()
 	return newHarnessWithEngine(t, &fakeEngine{labels: map[string]map[string]string{
 		idPlain: {"a": "b"},
-		idLabel: {pinning.PinnedLabel: pinning.PinnedValue},
+		idLabel: {pin.PinnedLabel: pin.PinnedValue},
 	}}, sources...)
 }
 
 // newHarnessWithEngine is newHarness with the engine given.
-func newHarnessWithEngine(t testing.TB, engine Engine, sources ...pinning.Source) *harness {
+func newHarnessWithEngine(t testing.TB, engine Engine, sources ...pin.Source) *harness {
 	t.Helper()
 	return newHarnessOn(t, &backendNet{}, engine, sources...)
 }
 
 // newHarnessOn is newHarness with the backend's network (and images) and the engine given.
-func newHarnessOn(t testing.TB, backend *backendNet, engine Engine, sources ...pinning.Source) *harness {
+func newHarnessOn(t testing.TB, backend *backendNet, engine Engine, sources ...pin.Source) *harness {
 	t.Helper()
 	h := &harness{backend: backend}
 	h.backend.start(t)
@@ -229,11 +230,11 @@ func newHarnessOn(t testing.TB, backend *backendNet, engine Engine, sources ...p
 		grpc.WithTransportCredentials(insecure.NewCredentials()))
 	t.Cleanup(func() { _ = h.direct.Close() })
 
-	cfg := pinning.DefaultConfig()
+	cfg := pinner.DefaultConfig()
 	cfg.SandboxImage = "example.com/pause:3"
 	cfg.Patterns = []string{"example.com/app"}
 	cfg.StateDir = t.TempDir()
-	pins, err := pinning.New(cfg, logctx.Discard(), sources...)
+	pins, err := pinner.New(cfg, logctx.Discard(), sources...)
 	assert.NilError(t, err)
 	backendConn, err := Dial("passthrough:///backend", grpc.WithContextDialer(h.backend.dial))
 	assert.NilError(t, err)

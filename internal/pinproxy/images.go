@@ -15,7 +15,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/dockpin/cri-dockerd/internal/logctx"
-	"github.com/dockpin/cri-dockerd/pinning"
+	"github.com/dockpin/cri-dockerd/pinning/pin"
 )
 
 // call forwards a unary RPC's request frame unchanged and decodes the backend's
@@ -59,7 +59,7 @@ func (p *Proxy) listImages(ctx context.Context, ss grpc.ServerStream) error {
 	if err != nil {
 		return errgrpc.ToGRPC(fmt.Errorf("list images: read image labels from the engine: %w", err))
 	}
-	views := make([]pinning.Image, len(resp.Images))
+	views := make([]pin.Image, len(resp.Images))
 	for i, img := range resp.Images {
 		views[i] = view(img, labels[img.GetId()])
 	}
@@ -102,7 +102,7 @@ func (p *Proxy) imageStatus(ctx context.Context, ss grpc.ServerStream) error {
 	if proto.Unmarshal(raw.payload, &req) == nil && req.Verbose && len(reasons) > 0 {
 		// An object, which crictl inspecti shows as JSON (any other value stays a string).
 		b, err := json.Marshal(struct {
-			PinReasons []pinning.Reason `json:"pinReasons"`
+			PinReasons []pin.Reason `json:"pinReasons"`
 		}{reasons})
 		if err == nil {
 			if resp.Info == nil {
@@ -114,8 +114,8 @@ func (p *Proxy) imageStatus(ctx context.Context, ss grpc.ServerStream) error {
 	return reply(ss, &resp, hdr, trl)
 }
 
-func view(img *runtimeapi.Image, labels map[string]string) pinning.Image {
-	return pinning.Image{ID: img.GetId(), RepoTags: img.GetRepoTags(), RepoDigests: img.GetRepoDigests(), Labels: labels}
+func view(img *runtimeapi.Image, labels map[string]string) pin.Image {
+	return pin.Image{ID: img.GetId(), RepoTags: img.GetRepoTags(), RepoDigests: img.GetRepoDigests(), Labels: labels}
 }
 
 // status answers the backend's Status; verbose (crictl info), with our pinning state

@@ -16,14 +16,14 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/dockpin/cri-dockerd/internal/logctx"
-	"github.com/dockpin/cri-dockerd/pinning"
+	"github.com/dockpin/cri-dockerd/pinning/pin"
 )
 
-// Pinner decides pins (pinning.Pinner): Evaluate for a whole list, failing when a pin
+// Pinner decides pins (pinner.Pinner): Evaluate for a whole list, failing when a pin
 // source has no usable state; Check for one image, never failing; Info for crictl info.
 type Pinner interface {
-	Evaluate(ctx context.Context, imgs []pinning.Image) ([][]pinning.Reason, error)
-	Check(ctx context.Context, img pinning.Image) []pinning.Reason
+	Evaluate(ctx context.Context, imgs []pin.Image) ([][]pin.Reason, error)
+	Check(ctx context.Context, img pin.Image) []pin.Reason
 	Info() map[string]any
 }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
+	"github.com/dockpin/cri-dockerd/pinning/pin"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -16,8 +17,6 @@ import (
 	is "gotest.tools/v3/assert/cmp"
 	"gotest.tools/v3/poll"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
-
-	"github.com/dockpin/cri-dockerd/pinning"
 )
 
 func TestUnaryPassthrough(t *testing.T) {
@@ -124,7 +123,7 @@ func TestImageStatusPinnedIsBackendOrOurs(t *testing.T) {
 			assert.Check(t, is.Equal(has, tc.reasons))
 			if tc.reasons {
 				var info struct {
-					PinReasons []pinning.Reason `json:"pinReasons"`
+					PinReasons []pin.Reason `json:"pinReasons"`
 				}
 				assert.Check(t, json.Unmarshal([]byte(ours), &info), ours)
 				assert.Check(t, len(info.PinReasons) > 0 && info.PinReasons[0].Source != "", ours)
