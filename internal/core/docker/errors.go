@@ -8,18 +8,8 @@ import (
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/client"
+	"github.com/dockpin/cri-dockerd/internal/errkind"
 )
-
-// kindError gives an SDK error exactly one errdefs kind and a message that starts
-// with the operation, while keeping the SDK error reachable through errors.Is/As.
-type kindError struct {
-	kind  error
-	msg   string
-	cause error
-}
-
-func (e *kindError) Error() string   { return e.msg }
-func (e *kindError) Unwrap() []error { return []error{e.kind, e.cause} }
 
 // classify converts an SDK error into an error with an errdefs kind. It is the
 // only place where this package decides what an engine error means.
@@ -27,20 +17,19 @@ func classify(op string, err error) error {
 	if err == nil {
 		return nil
 	}
-	msg := op + ": " + err.Error()
-	switch {
-	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
-		return &kindError{kind: contextKind(err), msg: msg, cause: err}
-	case client.IsErrConnectionFailed(err), errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ENOENT):
-		return &kindError{kind: cerrdefs.ErrUnavailable, msg: msg, cause: err}
+	if kind, ok := errkind.Context(err); ok {
+		return errkind.New(kind, op, err)
 	}
-	return &kindError{kind: kindOf(err), msg: msg, cause: err}
+	if client.IsErrConnectionFailed(err) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ENOENT) {
+		return errkind.New(cerrdefs.ErrUnavailable, op, err)
+	}
+	return errkind.New(kindOf(err), op, err)
 }
 
 // classifyAs gives an SDK error whose meaning the operation fixes the kind kind,
 // keeping the SDK error reachable. It replaces classify for that error.
 func classifyAs(op string, err error, kind error) error {
-	return &kindError{kind: kind, msg: op + ": " + err.Error(), cause: err}
+	return errkind.New(kind, op, err)
 }
 
 // kinds are tested in order by kindOf. The Is* functions recognise both wrapped errdefs
@@ -75,13 +64,6 @@ func kindOf(err error) error {
 	return cerrdefs.ErrUnknown
 }
 
-func contextKind(err error) error {
-	if errors.Is(err, context.DeadlineExceeded) {
-		return context.DeadlineExceeded
-	}
-	return context.Canceled
-}
-
 // registryNetworkSignatures are the texts the engine puts in a pull error when it
 // could not reach the registry. The engine reports pull failures in the progress
 // stream as plain text only, so this is the one place where a message is read.
@@ -106,9 +88,8 @@ func pullError(ref string, err error) error {
 	if client.IsErrConnectionFailed(err) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
 		return classify("pull "+ref, err)
 	}
-	msg := "pull " + ref + ": " + err.Error()
 	if isRegistryNetworkFailure(err.Error()) {
-		return &kindError{kind: cerrdefs.ErrUnavailable, msg: msg, cause: errors.Join(ErrRegistryUnreachable, err)}
+		return errkind.WithMessage(cerrdefs.ErrUnavailable, "pull "+ref+": "+err.Error(), errors.Join(ErrRegistryUnreachable, err))
 	}
 	return classify("pull "+ref, err)
 }

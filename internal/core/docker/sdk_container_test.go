@@ -14,6 +14,7 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/pkg/stdcopy"
+	"github.com/dockpin/cri-dockerd/internal/errkind"
 	"gotest.tools/v3/assert"
 	is "gotest.tools/v3/assert/cmp"
 )
@@ -76,9 +77,9 @@ func TestCreateConflictKeepsEngineError(t *testing.T) {
 	c := engineAnswering(t, http.StatusConflict, `Conflict. The container name \"/k8s_POD_x\" is already in use`)
 	_, err := c.CreateContainer(context.Background(), ContainerSpec{Name: "k8s_POD_x", Image: "pause"})
 	assert.Assert(t, cerrdefs.IsAlreadyExists(err))
-	var ke *kindError
+	var ke *errkind.Error
 	assert.Assert(t, errors.As(err, &ke))
-	assert.Assert(t, cerrdefs.IsConflict(ke.cause), "the SDK's conflict error stays reachable")
+	assert.Assert(t, cerrdefs.IsConflict(ke.Cause()), "the SDK's conflict error stays reachable")
 }
 
 func TestStopContainer(t *testing.T) {

@@ -14,6 +14,7 @@ import (
 	"github.com/containernetworking/cni/libcni"
 	"github.com/sirupsen/logrus"
 
+	"github.com/dockpin/cri-dockerd/internal/errkind"
 	"github.com/dockpin/cri-dockerd/internal/logctx"
 )
 
@@ -181,7 +182,7 @@ func (m *Manager) SetPodCIDR(cidr string) error {
 func (m *Manager) network(ctx context.Context) (*netConfig, error) {
 	files, fp, err := confFiles(m.cfg.ConfDir)
 	if err != nil {
-		return nil, &kindError{kind: cerrdefs.ErrFailedPrecondition, msg: err.Error(), cause: err}
+		return nil, errkind.New(cerrdefs.ErrFailedPrecondition, "", err)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
