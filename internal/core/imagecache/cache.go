@@ -174,6 +174,7 @@ func (c *Cache) session(ctx context.Context) error {
 	var background sync.WaitGroup
 	defer func() { cancel(); background.Wait() }()
 	events, errs := c.ImageEvents(sctx, time.Now().Add(-c.cfg.EventReplay))
+	c.prefetchFsUsage(ctx) // beside the fill: the first ImageFsInfo need not wait for the engine
 	if err := c.resync(sctx); err != nil {
 		return err
 	}

@@ -285,3 +285,24 @@ func TestCacheServesDiskUsageAndRefreshesAfterChanges(t *testing.T) {
 		return poll.Success()
 	}, poll.WithTimeout(5*time.Second), poll.WithDelay(5*time.Millisecond))
 }
+
+// TestCacheComputesDiskUsageAtStart: the usage is computed beside the first fill, so
+// ImageFsInfo answers from memory: with the engine's disk usage call hanging from then
+// on, answers still come at once.
+func TestCacheComputesDiskUsageAtStart(t *testing.T) {
+	fake, c := startFilled(t, fastConfig(), img(100, "a:1"))
+	poll.WaitOn(t, func(poll.LogT) poll.Result {
+		if info := c.CacheInfo(); info["diskUsageAt"] == nil || info["state"] != "live" {
+			return poll.Continue("not computed yet: %v", info)
+		}
+		return poll.Success()
+	}, poll.WithTimeout(5*time.Second), poll.WithDelay(time.Millisecond))
+	release := make(chan struct{})
+	defer close(release)
+	fake.SetReplyHook("ImageFsUsage", func(context.Context) error { <-release; return nil })
+	for range 5 {
+		got, err := c.ImageFsUsage(request(t))
+		assert.NilError(t, err)
+		assert.Equal(t, got.UsedBytes, uint64(100))
+	}
+}

@@ -17,36 +17,68 @@ type fsUsage struct {
 	changes    uint64    // image changes seen so far
 	valChanges uint64    // changes when val's computation started
 	refreshing bool
+	inflight   chan struct{} // closed when the background computation under way ends; nil when none is
 	refreshes  int
 }
 
 // ImageFsUsage answers with the last computed usage and recomputes it in the
 // background (one at a time) when it is older than FsUsageMaxAge or images changed
-// since. The first answer, and answers while the cache is not live, come from the engine.
+// since. The cache computes it once at start (prefetchFsUsage), beside the first fill,
+// so that the first ImageFsInfo does not wait for the engine: until that computation
+// ends, an answer waits for it. While the cache is not live (no event tells it about
+// changes), answers come from the engine.
 func (c *Cache) ImageFsUsage(ctx context.Context) (docker.ImageFsUsage, error) {
 	c.mu.Lock()
 	st, runCtx := c.st, c.runCtx
 	c.mu.Unlock()
-	if st != stateLive || runCtx == nil {
-		return c.Client.ImageFsUsage(ctx)
-	}
+	live := st == stateLive && runCtx != nil
 	c.fs.mu.Lock()
+	if c.fs.at.IsZero() && c.fs.inflight != nil {
+		inflight := c.fs.inflight
+		c.fs.mu.Unlock()
+		select {
+		case <-inflight:
+		case <-ctx.Done():
+			return docker.ImageFsUsage{}, ctx.Err()
+		}
+		c.fs.mu.Lock()
+	}
 	have := !c.fs.at.IsZero()
 	stale := c.fs.valChanges != c.fs.changes || time.Since(c.fs.at) >= c.cfg.FsUsageMaxAge
 	val := c.fs.val
-	if have && stale && !c.fs.refreshing {
-		c.fs.refreshing = true
-		go c.refreshFsUsage(runCtx)
+	if live && have && stale {
+		c.startRefreshLocked(runCtx)
 	}
 	c.fs.mu.Unlock()
-	if have {
+	if have && live {
 		return val, nil
 	}
 	return c.fetchFsUsage(ctx)
 }
 
+// prefetchFsUsage starts computing the usage at the cache's start, unless a value
+// or a computation is there already.
+func (c *Cache) prefetchFsUsage(runCtx context.Context) {
+	c.fs.mu.Lock()
+	defer c.fs.mu.Unlock()
+	if c.fs.at.IsZero() {
+		c.startRefreshLocked(runCtx)
+	}
+}
+
+// startRefreshLocked starts a background computation unless one is under way.
+// Caller holds c.fs.mu.
+func (c *Cache) startRefreshLocked(runCtx context.Context) {
+	if c.fs.refreshing {
+		return
+	}
+	c.fs.refreshing = true
+	c.fs.inflight = make(chan struct{})
+	go c.refreshFsUsage(runCtx, c.fs.inflight)
+}
+
 // refreshFsUsage recomputes the usage in the background, within CallTimeout.
-func (c *Cache) refreshFsUsage(runCtx context.Context) {
+func (c *Cache) refreshFsUsage(runCtx context.Context, done chan struct{}) {
 	ctx, cancel := c.bounded(runCtx)
 	defer cancel()
 	if _, err := c.fetchFsUsage(ctx); err != nil && runCtx.Err() == nil {
@@ -54,6 +86,8 @@ func (c *Cache) refreshFsUsage(runCtx context.Context) {
 	}
 	c.fs.mu.Lock()
 	c.fs.refreshing = false
+	c.fs.inflight = nil
+	close(done)
 	c.fs.mu.Unlock()
 }
 

@@ -169,20 +169,27 @@ func TestCacheDiskUsageOlderAnswerDoesNotReplaceNewer(t *testing.T) {
 	})
 	slow := make(chan uint64, 1)
 	go func() {
-		got, err := c.ImageFsUsage(context.WithValue(request(t), slowKey{}, true))
+		got, err := c.fetchFsUsage(context.WithValue(request(t), slowKey{}, true))
 		assert.Check(t, err)
 		slow <- got.UsedBytes
 	}()
 	<-reached // it counted image 100 only
 	fake.AddImage(img(50, "b:1"))
 	waitConsistent(t, c, fake)
-	got, err := c.ImageFsUsage(request(t))
-	assert.NilError(t, err)
-	assert.Equal(t, got.UsedBytes, uint64(150))
+	poll.WaitOn(t, func(poll.LogT) poll.Result { // recomputed in the background after the change
+		got, err := c.ImageFsUsage(request(t))
+		if err != nil {
+			return poll.Error(err)
+		}
+		if got.UsedBytes != 150 {
+			return poll.Continue("used %d", got.UsedBytes)
+		}
+		return poll.Success()
+	}, poll.WithTimeout(5*time.Second), poll.WithDelay(time.Millisecond))
 	close(release)
 	assert.Equal(t, <-slow, uint64(100), "the engine's answer when it was asked")
 
-	got, err = c.ImageFsUsage(request(t))
+	got, err := c.ImageFsUsage(request(t))
 	assert.NilError(t, err)
 	assert.Equal(t, got.UsedBytes, uint64(150))
 }
