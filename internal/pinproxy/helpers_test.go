@@ -168,17 +168,30 @@ func (n *backendNet) dial(ctx context.Context, _ string) (net.Conn, error) {
 
 // fakeEngine holds config labels by image ID.
 type fakeEngine struct {
-	labels map[string]map[string]string
-	err    error
+	labels    map[string]map[string]string
+	err       error
+	unindexed map[string]bool // images ImageLabels leaves out (not indexed yet), ImageLabelsOf knows
+	oneErr    error           // ImageLabelsOf's error
+	calls     int             // ImageLabelsOf calls
 }
 
 func (e *fakeEngine) ImageLabels(context.Context) (map[string]map[string]string, error) {
-	return e.labels, e.err
+	out := map[string]map[string]string{}
+	for id, l := range e.labels {
+		if !e.unindexed[id] {
+			out[id] = l
+		}
+	}
+	return out, e.err
 }
 
 func (e *fakeEngine) ImageLabelsOf(_ context.Context, id string) (map[string]string, error) {
+	e.calls++
 	if e.err != nil {
 		return nil, e.err
+	}
+	if e.oneErr != nil {
+		return nil, e.oneErr
 	}
 	l, ok := e.labels[id]
 	if !ok {

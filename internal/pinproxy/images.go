@@ -61,7 +61,13 @@ func (p *Proxy) listImages(ctx context.Context, ss grpc.ServerStream) error {
 	}
 	views := make([]pin.Image, len(resp.Images))
 	for i, img := range resp.Images {
-		views[i] = view(img, labels[img.GetId()])
+		l, ok := labels[img.GetId()]
+		if !ok { // not indexed yet (pulled a moment ago): without its labels it could look unpinned
+			if l, err = p.engine.ImageLabelsOf(ctx, img.GetId()); err != nil && !cerrdefs.IsNotFound(err) {
+				return errgrpc.ToGRPC(fmt.Errorf("list images: read the labels of image %s from the engine: %w", img.GetId(), err))
+			}
+		}
+		views[i] = view(img, l)
 	}
 	reasons, err := p.pins.Evaluate(ctx, views)
 	if err != nil {

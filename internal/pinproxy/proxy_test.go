@@ -152,6 +152,29 @@ func TestPinSourceWithoutStateFailsListImages(t *testing.T) {
 
 // The engine cannot give labels: ListImages is Unavailable (a label pin may be missing);
 // ImageStatus decides without them.
+// An image the engine's label index does not hold yet (pulled a moment ago) is asked
+// for alone: its config-label pin is not dropped. When the engine cannot say, the
+// list is refused rather than show it unpinned.
+func TestListImagesAsksForUnindexedLabels(t *testing.T) {
+	engine := &fakeEngine{labels: map[string]map[string]string{
+		idPlain: {"a": "b"},
+		idLabel: {pin.PinnedLabel: pin.PinnedValue},
+	}, unindexed: map[string]bool{idLabel: true}}
+	h := newHarnessWithEngine(t, engine)
+	resp, err := h.img.ListImages(context.Background(), &runtimeapi.ListImagesRequest{})
+	assert.NilError(t, err)
+	for _, img := range resp.Images {
+		if img.Id == idLabel {
+			assert.Check(t, img.Pinned, "pinned by its config label")
+		}
+	}
+	assert.Check(t, engine.calls >= 1)
+
+	engine.oneErr = cerrdefs.ErrUnavailable
+	_, err = h.img.ListImages(context.Background(), &runtimeapi.ListImagesRequest{})
+	assert.Check(t, is.Equal(status.Code(err), codes.Unavailable), "%v", err)
+}
+
 func TestEngineDownFailsListImages(t *testing.T) {
 	h := newHarnessWithEngine(t, &fakeEngine{err: cerrdefs.ErrUnavailable})
 	_, err := h.img.ListImages(context.Background(), &runtimeapi.ListImagesRequest{})
