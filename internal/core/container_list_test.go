@@ -2,7 +2,6 @@ package core
 
 import (
 	"context"
-	"slices"
 	"testing"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -19,12 +18,7 @@ func listContainerIDs(t *testing.T, env *rtEnv, f *runtimeapi.ContainerFilter) [
 	t.Helper()
 	resp, err := env.svc.ListContainers(context.Background(), &runtimeapi.ListContainersRequest{Filter: f})
 	assert.NilError(t, err)
-	var ids []string
-	for _, c := range resp.Containers {
-		ids = append(ids, c.Id)
-	}
-	slices.Sort(ids)
-	return ids
+	return sortedIDs(resp.Containers, (*runtimeapi.Container).GetId)
 }
 
 func containerState(s runtimeapi.ContainerState) *runtimeapi.ContainerStateValue {

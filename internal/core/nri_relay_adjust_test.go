@@ -136,15 +136,10 @@ func TestNRIAdjustmentRecreates(t *testing.T) {
 	assert.Check(t, is.DeepEqual(ev[1:], []string{
 		"CreateContainer " + first, "RemoveContainer " + first, "CreateContainer " + cid, "PostCreateContainer " + cid,
 	}))
-	assert.Check(t, is.DeepEqual(env.engine.ContainerIDs(), sortedIDs(sbID, cid)))
+	assert.Check(t, is.DeepEqual(env.engine.ContainerIDs(), sorted(sbID, cid)))
 	st, err := env.svc.ContainerStatus(context.Background(), &runtimeapi.ContainerStatusRequest{ContainerId: cid})
 	assert.NilError(t, err)
 	assert.Check(t, is.Equal(st.Status.Annotations["nri.example.com/seen"], "true"))
-}
-
-func sortedIDs(ids ...string) []string {
-	slices.Sort(ids)
-	return ids
 }
 
 // Resources only: applied to the container created first, which is kept.

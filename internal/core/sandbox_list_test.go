@@ -22,9 +22,14 @@ func listSandboxIDs(t *testing.T, env *rtEnv, f *runtimeapi.PodSandboxFilter) []
 	t.Helper()
 	resp, err := env.svc.ListPodSandbox(context.Background(), &runtimeapi.ListPodSandboxRequest{Filter: f})
 	assert.NilError(t, err)
+	return sortedIDs(resp.Items, (*runtimeapi.PodSandbox).GetId)
+}
+
+// sortedIDs returns the IDs of items, sorted.
+func sortedIDs[T any](items []T, id func(T) string) []string {
 	var ids []string
-	for _, item := range resp.Items {
-		ids = append(ids, item.Id)
+	for _, item := range items {
+		ids = append(ids, id(item))
 	}
 	slices.Sort(ids)
 	return ids

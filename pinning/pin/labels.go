@@ -1,7 +1,6 @@
 package pin
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -42,17 +41,7 @@ func ParseLabelSelector(s string) (LabelSelector, error) {
 
 // ParseLabelSelectors parses --pinned-image-labels; the error names every bad item.
 func ParseLabelSelectors(texts []string) ([]LabelSelector, error) {
-	out := make([]LabelSelector, 0, len(texts))
-	var errs []error
-	for _, t := range texts {
-		sel, err := ParseLabelSelector(t)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		out = append(out, sel)
-	}
-	return out, errors.Join(errs...)
+	return parseAll(texts, ParseLabelSelector)
 }
 
 // Matches tells whether labels match the selector.

@@ -205,15 +205,20 @@ func anyRef(refs []*NormRef, f func(*NormRef) bool) bool {
 
 // ParsePatterns parses a list of patterns, naming every bad one.
 func ParsePatterns(texts []string) ([]Pattern, error) {
-	out := make([]Pattern, 0, len(texts))
+	return parseAll(texts, ParsePattern)
+}
+
+// parseAll parses each text with parse: the good ones, and an error naming every bad one.
+func parseAll[T any](texts []string, parse func(string) (T, error)) ([]T, error) {
+	out := make([]T, 0, len(texts))
 	var errs []error
 	for _, t := range texts {
-		p, err := ParsePattern(t)
+		v, err := parse(t)
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		out = append(out, p)
+		out = append(out, v)
 	}
 	return out, errors.Join(errs...)
 }

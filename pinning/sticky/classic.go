@@ -85,15 +85,10 @@ type lostImage struct {
 func NewClassicKeeper(w ImageWatcher, reload Reloader, p *pinner.Pinner, restore bool, log logrus.FieldLogger) *ClassicKeeper {
 	k := &ClassicKeeper{
 		w: w, reload: reload, p: p, restore: restore, state: p.StateStore(), log: log,
-		keeperLoop: newKeeperLoop(log), remembered: map[string]classicPinned{},
+		keeperLoop: newKeeperLoop(log),
 	}
-	var saved []classicPinned
-	if _, err := k.state.Load(classicStateName, &saved); err != nil {
-		log.WithError(err).Warn("sticky pins: cannot read the pinned images known at the last run")
-	}
-	for _, c := range saved {
-		k.remembered[c.ID] = c
-	}
+	k.remembered = loadRemembered(k.state, classicStateName, func(c classicPinned) string { return c.ID }, log,
+		"sticky pins: cannot read the pinned images known at the last run")
 	return k
 }
 

@@ -92,15 +92,10 @@ func NewKeeper(st containerd.Store, p *pinner.Pinner, reload Reloader, restore, 
 	k := &Keeper{
 		st: st, p: p, reloadFile: reload, state: p.StateStore(), log: log, restore: restore, includeDangling: includeDangling,
 		keeperLoop: newKeeperLoop(log), walks: map[string]imageContent{},
-		remembered: map[string]containerd.Record{}, deletedAt: map[string]time.Time{}, restoredAt: map[string]time.Time{}, eventLabels: map[string]seqLabels{},
+		deletedAt: map[string]time.Time{}, restoredAt: map[string]time.Time{}, eventLabels: map[string]seqLabels{},
 	}
-	var saved []containerd.Record
-	if _, err := k.state.Load(stickyStateName, &saved); err != nil {
-		log.WithError(err).Warn("sticky pins: cannot read the remembered image records; records deleted while we were not running are not restored")
-	}
-	for _, r := range saved {
-		k.remembered[r.Name] = r
-	}
+	k.remembered = loadRemembered(k.state, stickyStateName, func(r containerd.Record) string { return r.Name }, log,
+		"sticky pins: cannot read the remembered image records; records deleted while we were not running are not restored")
 	return k
 }
 

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/dockpin/cri-dockerd/pinning/internal/statefile"
 	"github.com/sirupsen/logrus"
 )
 
@@ -72,4 +73,18 @@ func (l keeperLoop) watch(ctx context.Context, subscribe func(context.Context) e
 		wait = min(2*wait, 5*time.Second)
 		l.Trigger()
 	}
+}
+
+// loadRemembered reads what a keeper remembered at its last run (the state called
+// name), by key; an unreadable state is logged with warning and remembers nothing.
+func loadRemembered[T any](state statefile.Store, name string, key func(T) string, log logrus.FieldLogger, warning string) map[string]T {
+	var saved []T
+	if _, err := state.Load(name, &saved); err != nil {
+		log.WithError(err).Warn(warning)
+	}
+	out := make(map[string]T, len(saved))
+	for _, v := range saved {
+		out[key(v)] = v
+	}
+	return out
 }
