@@ -41,13 +41,13 @@ func WithMessage(kind error, msg string, cause error) *Error {
 }
 
 // Context returns the context error err carries (context.DeadlineExceeded or
-// context.Canceled) and whether it carries one.
-func Context(err error) (error, bool) {
+// context.Canceled); nil when it carries none.
+func Context(err error) error {
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):
-		return context.DeadlineExceeded, true
+		return context.DeadlineExceeded
 	case errors.Is(err, context.Canceled):
-		return context.Canceled, true
+		return context.Canceled
 	}
-	return nil, false
+	return nil
 }

@@ -29,8 +29,6 @@ func TestContext(t *testing.T) {
 		{fmt.Errorf("call: %w", context.Canceled), context.Canceled},
 		{errors.New("other"), nil},
 	} {
-		got, ok := Context(tc.err)
-		assert.Equal(t, got, tc.want)
-		assert.Equal(t, ok, tc.want != nil)
+		assert.Equal(t, Context(tc.err), tc.want)
 	}
 }

@@ -17,7 +17,7 @@ func classify(op string, err error) error {
 	if err == nil {
 		return nil
 	}
-	if kind, ok := errkind.Context(err); ok {
+	if kind := errkind.Context(err); kind != nil {
 		return errkind.New(kind, op, err)
 	}
 	if client.IsErrConnectionFailed(err) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ENOENT) {
