@@ -115,6 +115,15 @@ func Resolved(s string) (resolved string, ok bool) {
 	return r.Defaulted().String(), true
 }
 
+// Key is the form references are compared in: Resolved(s), or s itself when it does
+// not parse (a bare image ID).
+func Key(s string) string {
+	if r, ok := Resolved(s); ok {
+		return r
+	}
+	return s
+}
+
 // Check reports whether s names an image the engine can look up: a reference in any
 // form Parse accepts, or an image ID (64 hex digits, with or without "sha256:").
 func Check(s string) error {

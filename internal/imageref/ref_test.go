@@ -1,6 +1,7 @@
 package imageref
 
 import (
+	"strings"
 	"testing"
 
 	"gotest.tools/v3/assert"
@@ -114,4 +115,10 @@ func BenchmarkParse(b *testing.B) {
 	for b.Loop() {
 		_, _ = Parse("registry.k8s.io/kube-apiserver:v1.35.0")
 	}
+}
+
+func TestKey(t *testing.T) {
+	assert.Equal(t, Key("busybox"), "docker.io/library/busybox:latest")
+	assert.Equal(t, Key(strings.Repeat("a", 64)), strings.Repeat("a", 64)) // an image ID
+	assert.Equal(t, Key("Not A Ref"), "Not A Ref")
 }

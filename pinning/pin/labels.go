@@ -109,7 +109,7 @@ func WarnNearMisses(log logrus.FieldLogger, w *WarnLimiter, img *Image, now time
 	for _, m := range misses {
 		log.WithFields(logrus.Fields{
 			"image": img.ID,
-			"ref":   FirstRef(img),
+			"ref":   firstRef(img),
 			"label": m.Label,
 			"value": m.Value,
 			"why":   m.Why,
@@ -117,8 +117,8 @@ func WarnNearMisses(log logrus.FieldLogger, w *WarnLimiter, img *Image, now time
 	}
 }
 
-// FirstRef names an image for humans: its first real tag, else its first digest.
-func FirstRef(img *Image) string {
+// firstRef names an image for humans: its first real tag, else its first digest.
+func firstRef(img *Image) string {
 	for _, refs := range [][]string{img.RepoTags, img.RepoDigests} {
 		for _, r := range refs {
 			if !strings.Contains(r, "<none>") {

@@ -38,9 +38,6 @@ func NewMatchSet(groups ...[]Pattern) *MatchSet {
 // Words is the length of the bitmask Match fills.
 func (s *MatchSet) Words() int { return s.words }
 
-// Len is the number of patterns.
-func (s *MatchSet) Len() int { return len(s.patterns) }
-
 // Pattern returns pattern i.
 func (s *MatchSet) Pattern(i int) Pattern { return s.patterns[i] }
 

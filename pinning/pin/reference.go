@@ -66,8 +66,8 @@ func (c *RefCache) Get(s string) *NormRef {
 	return r
 }
 
-// Len is the number of cached references.
-func (c *RefCache) Len() int {
+// len is the number of cached references.
+func (c *RefCache) len() int {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	return len(c.m)
@@ -76,12 +76,12 @@ func (c *RefCache) Len() int {
 // AppendImageRefs appends the parsable, normalised RepoTags and RepoDigests of img to buf.
 // A nil cache normalises without memoising.
 func AppendImageRefs(c *RefCache, buf []*NormRef, img *Image) []*NormRef {
-	buf = AppendRefs(c, buf, img.RepoTags)
-	return AppendRefs(c, buf, img.RepoDigests)
+	buf = appendRefs(c, buf, img.RepoTags)
+	return appendRefs(c, buf, img.RepoDigests)
 }
 
-// AppendRefs appends the normalised forms of refs to buf.
-func AppendRefs(c *RefCache, buf []*NormRef, refs []string) []*NormRef {
+// appendRefs appends the normalised forms of refs to buf.
+func appendRefs(c *RefCache, buf []*NormRef, refs []string) []*NormRef {
 	for _, s := range refs {
 		var r *NormRef
 		if c != nil {

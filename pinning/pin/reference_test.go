@@ -57,9 +57,9 @@ func TestRefCacheReusesAndBounds(t *testing.T) {
 	assert.Assert(t, first == c.Get("busybox:1"), "cached value must be reused")
 	assert.Assert(t, c.Get("<none>:<none>") == nil)
 	c.Get("alpine:3")
-	assert.Equal(t, c.Len(), 3)
+	assert.Equal(t, c.len(), 3)
 	c.Get("nginx:1") // over the bound: the cache starts again
-	assert.Equal(t, c.Len(), 1)
+	assert.Equal(t, c.len(), 1)
 	assert.Equal(t, c.Get("busybox:1").full, "docker.io/library/busybox:1")
 }
 
@@ -76,7 +76,7 @@ func TestRefCacheConcurrent(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	assert.Assert(t, c.Len() <= 50)
+	assert.Assert(t, c.len() <= 50)
 }
 
 func TestAppendImageRefsSkipsPlaceholders(t *testing.T) {

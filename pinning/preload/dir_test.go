@@ -18,6 +18,7 @@ import (
 	is "gotest.tools/v3/assert/cmp"
 	"gotest.tools/v3/poll"
 
+	"github.com/dockpin/cri-dockerd/internal/imageref"
 	"github.com/dockpin/cri-dockerd/internal/logctx"
 	"github.com/dockpin/cri-dockerd/pinning/internal/pinnertest"
 	"github.com/dockpin/cri-dockerd/pinning/internal/pintest"
@@ -73,7 +74,7 @@ func (e *preloadEngine) LoadImages(ctx context.Context, archive io.Reader) ([]st
 	}
 	e.loads = append(e.loads, string(b))
 	for _, r := range refs {
-		e.images[refKey(r)] = true
+		e.images[imageref.Key(r)] = true
 	}
 	return refs, nil
 }
@@ -81,7 +82,7 @@ func (e *preloadEngine) LoadImages(ctx context.Context, archive io.Reader) ([]st
 func (e *preloadEngine) HasImage(_ context.Context, ref string) (bool, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.images[refKey(ref)], nil
+	return e.images[imageref.Key(ref)], nil
 }
 
 func (e *preloadEngine) PullImage(_ context.Context, ref string) error {
@@ -91,17 +92,17 @@ func (e *preloadEngine) PullImage(_ context.Context, ref string) error {
 	switch {
 	case e.down:
 		return errors.New("registry unreachable")
-	case !e.registry[refKey(ref)]:
+	case !e.registry[imageref.Key(ref)]:
 		return errors.New("manifest unknown")
 	}
-	e.images[refKey(ref)] = true
+	e.images[imageref.Key(ref)] = true
 	return nil
 }
 
 func (e *preloadEngine) remove(ref string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	delete(e.images, refKey(ref))
+	delete(e.images, imageref.Key(ref))
 }
 
 func (e *preloadEngine) setDown(down bool) {
@@ -355,9 +356,9 @@ func TestPreloadDirFailedLoadsKeepPins(t *testing.T) {
 func TestPreloadList(t *testing.T) {
 	dir := t.TempDir()
 	engine := newPreloadEngine()
-	engine.images[refKey("present:1")] = true
-	engine.registry[refKey("registry.local/app:1")] = true
-	engine.registry[refKey("registry.local/db")] = true
+	engine.images[imageref.Key("present:1")] = true
+	engine.registry[imageref.Key("registry.local/app:1")] = true
+	engine.registry[imageref.Key("registry.local/db")] = true
 	engine.setDown(true)
 	writeFile(t, filepath.Join(dir, "images.txt"), "# air-gap images\n\npresent:1\nregistry.local/app:1  # the app\nregistry.local/db\nNot A Ref\nwild*\n")
 	d := newTestDir(t, dir, t.TempDir(), engine)
@@ -485,7 +486,7 @@ func TestPreloadWatcher(t *testing.T) {
 	dir := t.TempDir()
 	engine := newPreloadEngine()
 	engine.archives["archive-a"] = []string{"a:1"}
-	engine.registry[refKey("listed:1")] = true
+	engine.registry[imageref.Key("listed:1")] = true
 	cfg := pinnertest.EmptyConfig()
 	cfg.StateDir = t.TempDir()
 	p, err := pinner.NewWatched(cfg, logctx.Discard())

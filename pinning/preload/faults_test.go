@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dockpin/cri-dockerd/internal/imageref"
 	"github.com/dockpin/cri-dockerd/pinning/pinner"
 	"gotest.tools/v3/assert"
 	is "gotest.tools/v3/assert/cmp"
@@ -171,7 +172,7 @@ func BenchmarkPreloadList10000Present(b *testing.B) {
 	for i := range benchListSize {
 		ref := "registry.local/team/app-" + strconv.Itoa(i) + ":v1"
 		sb.WriteString(ref + "\n")
-		engine.images[refKey(ref)] = true
+		engine.images[imageref.Key(ref)] = true
 	}
 	for b.Loop() {
 		b.StopTimer()

@@ -24,7 +24,7 @@ func (d *Dir) WaitFor(ctx context.Context, ref string) bool {
 	if d.wait <= 0 {
 		return false
 	}
-	key := refKey(ref)
+	key := imageref.Key(ref)
 	var timer *time.Timer
 	start := time.Now()
 	for {
@@ -77,7 +77,7 @@ func (d *Dir) pendingLocked(key string) string {
 				return name // not read yet
 			}
 			for ref, im := range f.images {
-				if (im.state == listPending || im.state == listPulling) && im.attempts == 0 && refKey(ref) == key {
+				if (im.state == listPending || im.state == listPulling) && im.attempts == 0 && imageref.Key(ref) == key {
 					return name
 				}
 			}
@@ -86,30 +86,21 @@ func (d *Dir) pendingLocked(key string) string {
 		if f.view.State != pinner.PreloadPending {
 			continue
 		}
-		if !f.refsKnown || slices.ContainsFunc(f.view.Refs, func(r string) bool { return refKey(r) == key }) {
+		if !f.refsKnown || slices.ContainsFunc(f.view.Refs, func(r string) bool { return imageref.Key(r) == key }) {
 			return name
 		}
 	}
 	return ""
 }
 
-// refKey is the form references are compared in: fully qualified with the engine's
-// default tag, or as given (an image ID).
-func refKey(ref string) string {
-	if r, ok := imageref.Resolved(ref); ok {
-		return r
-	}
-	return ref
-}
-
 // ReloadFor loads again the archive that names ref (or pulls ref again when a list
 // names it) and returns the file's name; NotFound when no file provides ref.
 func (d *Dir) ReloadFor(ctx context.Context, ref string) (string, error) {
-	key := refKey(ref)
+	key := imageref.Key(ref)
 	d.mu.Lock()
 	var name, kind string
 	for _, f := range d.sortedLocked() {
-		if slices.ContainsFunc(f.view.Refs, func(r string) bool { return refKey(r) == key }) {
+		if slices.ContainsFunc(f.view.Refs, func(r string) bool { return imageref.Key(r) == key }) {
 			name, kind = f.name, f.kind
 			if kind == pinner.PreloadArchive {
 				break

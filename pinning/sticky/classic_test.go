@@ -134,15 +134,9 @@ type loader interface {
 // dirReloader stands in for Setup.ReloadArchiveFor: it loads the archive of dir that
 // p's preload pins say provides ref.
 func dirReloader(l loader, dir string, p *pinner.Pinner) Reloader {
-	key := func(ref string) string {
-		if r, ok := imageref.Resolved(ref); ok {
-			return r
-		}
-		return ref
-	}
 	return func(ctx context.Context, ref string) (string, error) {
 		for _, f := range p.PreloadedNow() {
-			if slices.ContainsFunc(f.Refs, func(r string) bool { return key(r) == key(ref) }) {
+			if slices.ContainsFunc(f.Refs, func(r string) bool { return imageref.Key(r) == imageref.Key(ref) }) {
 				file, err := os.Open(filepath.Join(dir, f.Tarball))
 				if err != nil {
 					return f.Tarball, err

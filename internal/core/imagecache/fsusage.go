@@ -13,10 +13,9 @@ import (
 type fsUsage struct {
 	mu         sync.Mutex
 	val        docker.ImageFsUsage
-	at         time.Time // when val was computed; zero before the first answer
-	changes    uint64    // image changes seen so far
-	valChanges uint64    // changes when val's computation started
-	refreshing bool
+	at         time.Time     // when val was computed; zero before the first answer
+	changes    uint64        // image changes seen so far
+	valChanges uint64        // changes when val's computation started
 	inflight   chan struct{} // closed when the background computation under way ends; nil when none is
 	refreshes  int
 }
@@ -69,10 +68,9 @@ func (c *Cache) prefetchFsUsage(runCtx context.Context) {
 // startRefreshLocked starts a background computation unless one is under way.
 // Caller holds c.fs.mu.
 func (c *Cache) startRefreshLocked(runCtx context.Context) {
-	if c.fs.refreshing {
+	if c.fs.inflight != nil {
 		return
 	}
-	c.fs.refreshing = true
 	c.fs.inflight = make(chan struct{})
 	go c.refreshFsUsage(runCtx, c.fs.inflight)
 }
@@ -85,7 +83,6 @@ func (c *Cache) refreshFsUsage(runCtx context.Context, done chan struct{}) {
 		c.log.WithError(err).Warn("image cache: could not recompute image disk usage; serving the last value")
 	}
 	c.fs.mu.Lock()
-	c.fs.refreshing = false
 	c.fs.inflight = nil
 	close(done)
 	c.fs.mu.Unlock()

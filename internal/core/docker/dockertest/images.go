@@ -106,7 +106,7 @@ func (f *Fake) QuietTag(ref, tag string) {
 func (f *Fake) AddRemote(ref string, img docker.Image) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.registry[normalise(ref)] = img
+	f.registry[imageref.Key(ref)] = img
 }
 
 // Pulls returns the options of every pull so far.
@@ -165,7 +165,7 @@ func (f *Fake) PullImage(ctx context.Context, ref string, opts docker.PullOption
 		return err
 	}
 	f.pulls = append(f.pulls, opts)
-	remote, ok := f.registry[normalise(ref)]
+	remote, ok := f.registry[imageref.Key(ref)]
 	if !ok {
 		return fmt.Errorf("pull %s: manifest unknown: %w", ref, cerrdefs.ErrNotFound)
 	}
@@ -266,14 +266,6 @@ func isID(img *docker.Image, ref string) bool {
 	hex := strings.TrimPrefix(img.ID, "sha256:")
 	r := strings.TrimPrefix(ref, "sha256:")
 	return ref == img.ID || (len(r) >= 12 && strings.HasPrefix(hex, r))
-}
-
-// normalise is the reference the engine resolves ref to; ref itself when it does not parse.
-func normalise(ref string) string {
-	if r, ok := imageref.Resolved(ref); ok {
-		return r
-	}
-	return ref
 }
 
 // familiar is the short form the engine shows for ref; ref itself when it does not parse.
