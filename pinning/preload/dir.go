@@ -20,8 +20,8 @@ import (
 // Timing of the preload directory's watcher.
 const (
 	// preloadSettle is how long a new or changed file must stay unchanged (size,
-	// modification time and inode) before it is processed: a file still being
-	// copied is never loaded half-way.
+	// modification time and inode), or carry a modification time that old, before it
+	// is processed: a file still being copied is never loaded half-way.
 	preloadSettle = time.Second
 	// preloadResync is the interval of full directory scans while inotify watches it
 	// (they catch what an event queue overflow lost).
@@ -293,17 +293,19 @@ func (d *Dir) observeLocked(name, kind string, sig fileSig, now time.Time) bool 
 	if f == nil {
 		f = d.newFileLocked(name, kind, sig, now)
 		d.log.WithField("file", name).Info("preload: new file; processed once complete")
-		if f.rec.Sig != sig || f.rec.Sig == (fileSig{}) {
+		if (f.rec.Sig != sig || f.rec.Sig == (fileSig{})) && !d.writtenBefore(sig, now) {
 			return true // wait until it stops changing
 		}
 	} else if f.seen != sig {
 		f.seen, f.seenAt = sig, now
-		return false
+		if !d.writtenBefore(sig, now) {
+			return false
+		}
 	}
 	if sig == f.done {
 		return false
 	}
-	if now.Sub(f.seenAt) < d.settle && f.rec.Sig != sig {
+	if now.Sub(f.seenAt) < d.settle && f.rec.Sig != sig && !d.writtenBefore(sig, now) {
 		return false // changed within the settle time: maybe still being written
 	}
 	f.done = sig
@@ -318,6 +320,15 @@ func (d *Dir) observeLocked(name, kind string, sig fileSig, now time.Time) bool 
 		}
 	}
 	return true
+}
+
+// writtenBefore tells whether a file version was last written at least the settle
+// time before now, by its modification time: then it is complete whenever it was
+// first seen. At a start, files copied in long before are processed at once rather
+// than a settle time after the first scan; a file still being written (or copied with
+// `cp -p`, which sets the old time only once the data is in) has a recent one.
+func (d *Dir) writtenBefore(sig fileSig, now time.Time) bool {
+	return sig.MTime != 0 && now.Sub(time.Unix(0, sig.MTime)) >= d.settle
 }
 
 // queueDueRetriesLocked queues again the archives whose failed load is due to be

@@ -244,6 +244,27 @@ func TestPreloadDirIncompleteFile(t *testing.T) {
 	assert.DeepEqual(t, engine.loaded(), []string{"archive-a"})
 }
 
+// TestPreloadDirSettlesOnModificationTime: a file last written longer than the settle
+// time ago is complete at first sight (a start does not wait a settle time for
+// bundles copied in long before), one written just now is not.
+func TestPreloadDirSettlesOnModificationTime(t *testing.T) {
+	dir := t.TempDir()
+	engine := newPreloadEngine()
+	engine.archives["archive-old"] = []string{"old:1"}
+	engine.archives["archive-new"] = []string{"new:1"}
+	writeFile(t, filepath.Join(dir, "old.tar"), "archive-old")
+	writeFile(t, filepath.Join(dir, "new.tar"), "archive-new")
+	clock := pintest.NewFakeClock()
+	assert.NilError(t, os.Chtimes(filepath.Join(dir, "old.tar"), clock.Now(), clock.Now().Add(-time.Hour)))
+	assert.NilError(t, os.Chtimes(filepath.Join(dir, "new.tar"), clock.Now(), clock.Now()))
+	d := newTestDir(t, dir, t.TempDir(), engine)
+	for d.processNext() {
+	}
+	assert.DeepEqual(t, engine.loaded(), []string{"archive-old"})
+	d.settleAndLoad()
+	assert.DeepEqual(t, engine.loaded(), []string{"archive-old", "archive-new"})
+}
+
 // TestPreloadDirRestartSkipsLoadedArchives: at a restart an archive with the recorded
 // content digest is not loaded again while the engine has its images; touched but
 // unchanged it is not either; changed, or its images deleted, it is.
@@ -316,10 +337,10 @@ func TestPreloadDirRemovedFileUnpins(t *testing.T) {
 // never loaded pins nothing. A directory that cannot be read keeps the saved pins.
 func TestPreloadDirFailedLoadsKeepPins(t *testing.T) {
 	dir, state := t.TempDir(), t.TempDir()
-	writeTar(t, filepath.Join(dir, "docker-save.tar.gz"), true, map[string]string{
+	writeTar(t, filepath.Join(dir, "docker-save.tar.gz"), "gzip", map[string]string{
 		"manifest.json": `[{"Config":"c.json","RepoTags":["app:1","registry.local/app:1"],"Layers":[]}]`,
 	})
-	writeTar(t, filepath.Join(dir, "oci.tar"), false, map[string]string{
+	writeTar(t, filepath.Join(dir, "oci.tar"), "", map[string]string{
 		"index.json": `{"manifests":[{"annotations":{"io.containerd.image.name":"docker.io/library/db:2"}},` +
 			`{"annotations":{"org.opencontainers.image.ref.name":"latest"}}]}`,
 	})
@@ -454,7 +475,7 @@ func TestReloadArchiveFor(t *testing.T) {
 // were saved at an earlier start.
 func TestPreloadDirNeverFailsOpenAtFirstStart(t *testing.T) {
 	dir, state := t.TempDir(), t.TempDir()
-	writeTar(t, filepath.Join(dir, "app.tar"), false, map[string]string{
+	writeTar(t, filepath.Join(dir, "app.tar"), "", map[string]string{
 		"manifest.json": `[{"Config":"c.json","RepoTags":["app:1"],"Layers":[]}]`,
 	})
 	engine := newPreloadEngine()

@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"runtime"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/dockpin/cri-dockerd/pinning/internal/statefile"
@@ -105,7 +107,8 @@ func (d *Dir) processArchive(name string, sig fileSig, rec preloadRecord) {
 }
 
 // readQueuedManifests reads the manifests of the queued archives whose content is
-// not known yet.
+// not known yet, several at once: at a first start every file's references are
+// known after the slowest read, not after the sum of them.
 func (d *Dir) readQueuedManifests() {
 	type job struct {
 		name string
@@ -119,9 +122,26 @@ func (d *Dir) readQueuedManifests() {
 		}
 	}
 	d.mu.Unlock()
-	for _, j := range jobs {
-		d.readManifest(j.name, j.sig)
+	next := make(chan job)
+	var wg sync.WaitGroup
+	for range min(len(jobs), manifestReaders()) {
+		wg.Go(func() {
+			for j := range next {
+				d.readManifest(j.name, j.sig)
+			}
+		})
 	}
+	for _, j := range jobs {
+		next <- j
+	}
+	close(next)
+	wg.Wait()
+}
+
+// manifestReaders is how many archives' manifests are read at once: decompression
+// is CPU-bound, one per CPU, at least two (a plain tarball's read is mostly waiting).
+func manifestReaders() int {
+	return max(2, runtime.GOMAXPROCS(0))
 }
 
 // readManifest pins, while an archive version waits for its load, the references
