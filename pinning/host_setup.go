@@ -154,6 +154,7 @@ func (s *Setup) reloader() sticky.Reloader {
 // startSticky runs the sticky keeper over st until Close.
 func (s *Setup) startSticky(st containerd.Store, includeDangling bool, log logrus.FieldLogger) {
 	s.sticky = sticky.NewKeeper(st, s.Pinner, s.reloader(), s.restore, includeDangling, log)
+	s.OnPreloadChange(s.sticky.Trigger)
 	s.runKeeper(s.sticky.Run)
 	log.WithField("lease", sticky.LeaseID).WithField("restore", s.restore).
 		Info("sticky pins on: a containerd lease holds the content of pinned images")
@@ -162,6 +163,7 @@ func (s *Setup) startSticky(st containerd.Store, includeDangling bool, log logru
 // startClassic runs the classic keeper until Close.
 func (s *Setup) startClassic(w ImageWatcher, log logrus.FieldLogger) {
 	s.classic = sticky.NewClassicKeeper(w, s.reloader(), s.Pinner, s.restore, log)
+	s.OnPreloadChange(s.classic.Trigger)
 	s.runKeeper(s.classic.Run)
 	log.WithField("restore", s.restore).Info("sticky pins on the classic image store: preloaded images deleted outside the CRI are loaded again, other pinned images reported")
 }

@@ -44,6 +44,9 @@ const (
 	SourceContainerd = "containerd-label"
 	// SourcePreload pins the images loaded from the preload directory at this start.
 	SourcePreload = "preload"
+	// SourcePreloadUnread pins every image while preload files present at start are
+	// not read yet (Detail names them): what they hold is not known.
+	SourcePreloadUnread = "preload-unread"
 )
 
 const (
@@ -108,6 +111,8 @@ func UnpinHint(reasons []Reason) string {
 		case SourcePreload:
 			tb, _, _ := strings.Cut(r.Detail, ": ")
 			h = fmt.Sprintf("remove the archive %s from the preload directory", tb)
+		case SourcePreloadUnread:
+			h = "wait: every image is pinned until the preload files present at start are read (seconds; crictl info shows them)"
 		default:
 			continue
 		}

@@ -53,6 +53,7 @@ func (p *Pinner) Info() map[string]any {
 		"warnInterval":   p.cfg.WarnInterval.String(),
 		"pinsFile":       p.pinsFileInfo(),
 		"preloaded":      p.PreloadedNow(),
+		"preloadUnread":  p.PreloadUnread(),
 		"sources":        p.sourcesInfo(now),
 		"lastEvaluation": p.evalInfo(),
 	}

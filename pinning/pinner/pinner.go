@@ -32,12 +32,15 @@ type Pinner struct {
 
 	lastEval atomic.Pointer[evalStats]
 
-	preloaded    atomic.Pointer[[]Preloaded] // what the preload files pin now, for Info and Health
-	preloadBlock atomic.Pointer[[]string]    // preload files present at start whose pins are not known yet
+	preloaded     atomic.Pointer[[]Preloaded] // what the preload files pin now, for Info and Health
+	preloadUnread atomic.Pointer[[]string]    // preload files present at start whose pins are not known yet
 	// preloadParsed are the patterns of the preload files' references, parsed once
 	// (SetPreloaded; guarded by reloadMu).
 	preloadParsed map[preloadKey]pin.Pattern
 	preloadOrder  []preloadKey // the references in force, in order
+	// preloadHooks are called after what the preload files pin changed (guarded by
+	// reloadMu): the keepers lease at once what a manifest read or a load pinned.
+	preloadHooks []func()
 }
 
 // New validates cfg, loads the pins file (see startFile: a bad one does not fail
@@ -90,8 +93,11 @@ func newPinner(cfg Config, log logrus.FieldLogger, watchedPreload bool, sources 
 // MaxStaleness). When a Source has no such state, Evaluate returns no result and an
 // error wrapping ErrNoPinState and errdefs' Unavailable that names it: a list without
 // that source's pins would show pinned images unpinned to kubelet's image GC.
+//
+// While preload files present at start are unread, every image is pinned (see
+// SetPreloadUnread).
 func (p *Pinner) Evaluate(ctx context.Context, imgs []pin.Image) ([][]pin.Reason, error) {
-	out, now, err := p.decideAll(ctx, imgs)
+	out, now, err := p.decideAll(ctx, imgs, true)
 	if err != nil {
 		return nil, err
 	}
@@ -100,15 +106,16 @@ func (p *Pinner) Evaluate(ctx context.Context, imgs []pin.Image) ([][]pin.Reason
 }
 
 // Decide is Evaluate without its bookkeeping (the last evaluation Info shows
-// is kubelet's ListImages, not the sticky keepers').
+// is kubelet's ListImages, not the sticky keepers') and with only the pins known:
+// preload files not read yet pin nothing here (the keepers check PreloadUnread).
 func (p *Pinner) Decide(ctx context.Context, imgs []pin.Image) ([][]pin.Reason, error) {
-	out, _, err := p.decideAll(ctx, imgs)
+	out, _, err := p.decideAll(ctx, imgs, false)
 	return out, err
 }
 
 // decideAll decides for imgs with fresh snapshots, refusing as Evaluate does, and
-// returns when it decided.
-func (p *Pinner) decideAll(ctx context.Context, imgs []pin.Image) ([][]pin.Reason, time.Time, error) {
+// returns when it decided; overPin adds the reason of unread preload files.
+func (p *Pinner) decideAll(ctx context.Context, imgs []pin.Image, overPin bool) ([][]pin.Reason, time.Time, error) {
 	matchers, err := p.matchers(ctx, true)
 	if err != nil {
 		return nil, time.Time{}, err
@@ -117,8 +124,8 @@ func (p *Pinner) decideAll(ctx context.Context, imgs []pin.Image) ([][]pin.Reaso
 	if err := p.fileErr(e.set); err != nil {
 		return nil, time.Time{}, err
 	}
-	if err := p.preloadErr(); err != nil {
-		return nil, time.Time{}, err
+	if overPin {
+		e.unread = p.PreloadUnread()
 	}
 	out := make([][]pin.Reason, len(imgs))
 	for i := range imgs {
@@ -132,7 +139,9 @@ func (p *Pinner) decideAll(ctx context.Context, imgs []pin.Image) ([][]pin.Reaso
 // reason (ImageStatus serves pulls and container starts, which must go on).
 func (p *Pinner) Check(ctx context.Context, img pin.Image) []pin.Reason {
 	matchers, _ := p.matchers(ctx, false) // the sources without state are nil and logged
-	return p.newEvaluation(ctx, matchers).decide(&img)
+	e := p.newEvaluation(ctx, matchers)
+	e.unread = p.PreloadUnread()
+	return e.decide(&img)
 }
 
 // evaluation holds what one Evaluate or Check call decides with.
@@ -142,6 +151,7 @@ type evaluation struct {
 	now      time.Time
 	set      *matchSet
 	matchers []pin.Matcher
+	unread   []string       // preload files present at start not read yet: every image is pinned
 	refs     []*pin.NormRef // scratch: the current image's normalised references
 	bits     []uint64       // scratch: the patterns of set matching the current image
 	arena    []pin.Reason   // backing store of the returned reason slices
@@ -175,6 +185,9 @@ func (e *evaluation) decide(img *pin.Image) []pin.Reason {
 		if m != nil {
 			e.add(start, m.Match(img)...)
 		}
+	}
+	if len(e.unread) > 0 {
+		e.add(start, unreadReason(e.unread))
 	}
 	if len(e.arena) == start {
 		return nil

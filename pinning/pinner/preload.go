@@ -2,11 +2,9 @@ package pinner
 
 import (
 	"errors"
-	"fmt"
 	"slices"
 	"strings"
 
-	cerrdefs "github.com/containerd/errdefs"
 	"github.com/dockpin/cri-dockerd/pinning/internal/statefile"
 	"github.com/dockpin/cri-dockerd/pinning/pin"
 	"github.com/sirupsen/logrus"
@@ -105,33 +103,62 @@ func (p *Pinner) SetPreloaded(files []Preloaded) {
 	if !slices.Equal(order, p.preloadOrder) {
 		p.preloadOrder = order
 		p.set.Store(newMatchSet(p.rules, p.set.Load().file, patterns))
+		defer p.preloadChanged()
 	}
 	p.preloaded.Store(&files)
+}
+
+// OnPreloadChange has f called (it must not block) after every change of what the
+// preload files pin, and after the last unread file of a start is read.
+func (p *Pinner) OnPreloadChange(f func()) {
+	p.reloadMu.Lock()
+	defer p.reloadMu.Unlock()
+	p.preloadHooks = append(p.preloadHooks, f)
+}
+
+// preloadChanged calls the hooks of OnPreloadChange; reloadMu is held.
+func (p *Pinner) preloadChanged() {
+	for _, f := range p.preloadHooks {
+		f()
+	}
 }
 
 // preloadKey names one reference of one preload file.
 type preloadKey struct{ tarball, ref string }
 
-// SetPreloadBlock records the preload files that were in the directory at start, were
-// never processed before (nothing saved) and whose content is not known yet: until
-// none is left, Evaluate refuses, as it does for a source that never answered, since
-// their images may be in the engine already and must not be listed unpinned.
-func (p *Pinner) SetPreloadBlock(files []string) {
+// SetPreloadUnread records the preload files that were in the directory at start,
+// were never processed before (nothing saved) and whose content is not read yet:
+// their images may be in the engine already, so until none is left Evaluate and
+// Check report every image pinned (a SourcePreloadUnread reason naming them) rather
+// than list one of them unpinned to kubelet's image GC. Over-pinning, not refusing:
+// GC only waits (the manifests are read in seconds, before any load), while a
+// refused ListImages fails kubelet's image manager and crictl alike. Decide, the
+// keepers' view, leaves the reason out: it says only what is known, and the keepers
+// release nothing while PreloadUnread names a file.
+func (p *Pinner) SetPreloadUnread(files []string) {
 	if len(files) == 0 {
-		p.preloadBlock.Store(nil)
+		if p.preloadUnread.Swap(nil) != nil {
+			p.reloadMu.Lock()
+			defer p.reloadMu.Unlock()
+			p.preloadChanged() // the keepers may release now
+		}
 		return
 	}
-	p.preloadBlock.Store(&files)
+	p.preloadUnread.Store(&files)
 }
 
-// preloadErr is Evaluate's error while SetPreloadBlock's files are not read yet.
-func (p *Pinner) preloadErr() error {
-	files := p.preloadBlock.Load()
-	if files == nil {
-		return nil
+// PreloadUnread names the files of SetPreloadUnread (nil when none is left).
+func (p *Pinner) PreloadUnread() []string {
+	if files := p.preloadUnread.Load(); files != nil {
+		return *files
 	}
-	return fmt.Errorf("preload files present at start are not read yet, so what they pin is not known (%s): %w: %w",
-		strings.Join(*files, ", "), pin.ErrNoPinState, cerrdefs.ErrUnavailable)
+	return nil
+}
+
+// unreadReason is the reason every image is pinned for while files are unread.
+func unreadReason(files []string) pin.Reason {
+	return pin.Reason{Source: pin.SourcePreloadUnread,
+		Detail: "preload files present at start are not read yet: " + strings.Join(files, ", ")}
 }
 
 // PreloadTarballs are the files of the preload directory that are in force: those

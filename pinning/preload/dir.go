@@ -112,7 +112,7 @@ type preloadFile struct {
 	images     map[string]*listImage // a list's references
 	listErr    string                // a list's bad lines
 	// startUnknown: in the directory at start with nothing saved, and not read yet
-	// (Evaluate refuses meanwhile; see Pinner.setPreloadBlock).
+	// (every image is pinned meanwhile; see Pinner.SetPreloadUnread).
 	startUnknown bool
 	manifestSig  fileSig // the version whose manifest was read (or tried)
 	// failures counts the failed loads of version done in a row; retryAt is when the
@@ -392,17 +392,17 @@ func (d *Dir) publishLocked() {
 		}
 	}
 	d.pins.SetPreloaded(views)
-	var blocking []string
+	var unread []string
 	for _, n := range names {
 		f := d.files[n]
 		if f.refsKnown {
 			f.startUnknown = false
 		}
 		if f.startUnknown {
-			blocking = append(blocking, n)
+			unread = append(unread, n)
 		}
 	}
-	d.pins.SetPreloadBlock(blocking)
+	d.pins.SetPreloadUnread(unread)
 	d.saveLocked(records)
 	close(d.changed)
 	d.changed = make(chan struct{})

@@ -3,6 +3,7 @@ package preload
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -244,6 +245,24 @@ func TestPreloadDirIncompleteFile(t *testing.T) {
 	assert.DeepEqual(t, engine.loaded(), []string{"archive-a"})
 }
 
+// TestPreloadDirLoadsLz4: k3s takes .tar.lz4 bundles, the engine does not read lz4:
+// the engine is given the decompressed stream, and the digest recorded is the file's.
+func TestPreloadDirLoadsLz4(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "bundle.tar.lz4")
+	assert.NilError(t, os.WriteFile(path, compress(t, "lz4", []byte("archive-lz4")), 0o600))
+	engine := newPreloadEngine()
+	engine.archives["archive-lz4"] = []string{"lz4:1"}
+	d := newTestDir(t, dir, t.TempDir(), engine)
+	d.settleAndLoad()
+	assert.DeepEqual(t, engine.loaded(), []string{"archive-lz4"})
+	want, err := fileDigest(path)
+	assert.NilError(t, err)
+	v := d.view(t, "bundle.tar.lz4")
+	assert.Check(t, is.Equal(v.Digest, want))
+	assert.DeepEqual(t, v.Refs, []string{"lz4:1"})
+}
+
 // TestPreloadDirSettlesOnModificationTime: a file last written longer than the settle
 // time ago is complete at first sight (a start does not wait a settle time for
 // bundles copied in long before), one written just now is not.
@@ -470,9 +489,10 @@ func TestReloadArchiveFor(t *testing.T) {
 
 // TestPreloadDirNeverFailsOpenAtFirstStart: an archive in the directory at start that
 // was never processed before may hold images the engine already has: until its
-// content is known, Evaluate refuses (as for a source that never answered) rather
-// than list them unpinned. A file added later does not block; nor does one whose pins
-// were saved at an earlier start.
+// content is known, Evaluate and Check pin every image (a preload-unread reason that
+// names the file) rather than list one of them unpinned, and Decide (the keepers')
+// says only what is known. A file added later pins nothing it does not hold; nor
+// does one whose pins were saved at an earlier start.
 func TestPreloadDirNeverFailsOpenAtFirstStart(t *testing.T) {
 	dir, state := t.TempDir(), t.TempDir()
 	writeTar(t, filepath.Join(dir, "app.tar"), "", map[string]string{
@@ -480,24 +500,65 @@ func TestPreloadDirNeverFailsOpenAtFirstStart(t *testing.T) {
 	})
 	engine := newPreloadEngine()
 	d := newTestDir(t, dir, state, engine)
-	_, err := d.p.Evaluate(t.Context(), []pin.Image{{ID: pintest.DigA, RepoTags: []string{"app:1"}}})
-	assert.Check(t, errors.Is(err, pin.ErrNoPinState) && cerrdefs.IsUnavailable(err), "%v", err)
-	assert.Check(t, is.ErrorContains(err, "app.tar"))
+	imgs := []pin.Image{{ID: pintest.DigA, RepoTags: []string{"app:1"}}, {ID: pintest.DigB, RepoTags: []string{"other:1"}}}
+	unread := pin.Reason{Source: pin.SourcePreloadUnread, Detail: "preload files present at start are not read yet: app.tar"}
+	got := pintest.MustEvaluate(t, d.p, t.Context(), imgs)
+	assert.DeepEqual(t, got, [][]pin.Reason{{unread}, {unread}})
+	assert.DeepEqual(t, d.p.Check(t.Context(), imgs[1]), []pin.Reason{unread})
+	known, err := d.p.Decide(t.Context(), imgs)
+	assert.NilError(t, err)
+	assert.DeepEqual(t, known, [][]pin.Reason{nil, nil})
+	assert.DeepEqual(t, d.p.PreloadUnread(), []string{"app.tar"})
 
 	d.settleAndLoad() // its manifest is read (the engine cannot load it)
 	assert.DeepEqual(t, d.preloadPins(t, "app:1"), []string{"app.tar: app:1"})
+	assert.Check(t, is.Len(d.p.PreloadUnread(), 0))
+	got = pintest.MustEvaluate(t, d.p, t.Context(), imgs)
+	assert.DeepEqual(t, got, [][]pin.Reason{{{Source: pin.SourcePreload, Detail: "app.tar: app:1"}}, nil})
 
 	writeFile(t, filepath.Join(dir, "later.tar"), "archive-later")
 	d.scan()
-	_, err = d.p.Evaluate(t.Context(), nil)
-	assert.NilError(t, err, "a file added while running does not block")
+	got = pintest.MustEvaluate(t, d.p, t.Context(), imgs)
+	assert.Check(t, got[1] == nil, "a file added while running pins only what it holds: %v", got[1])
 	d.Close()
 
-	// Next start: app.tar changed and unreadable; its saved pins answer, no refusal.
+	// Next start: app.tar changed and unreadable; its saved pins answer, nothing else is pinned.
 	assert.NilError(t, os.Remove(filepath.Join(dir, "later.tar")))
 	writeFile(t, filepath.Join(dir, "app.tar"), "changed, unreadable")
 	d = newTestDir(t, dir, state, engine)
 	assert.DeepEqual(t, d.preloadPins(t, "app:1"), []string{"app.tar: app:1"})
+	got = pintest.MustEvaluate(t, d.p, t.Context(), imgs)
+	assert.Check(t, got[1] == nil, "%v", got[1])
+}
+
+// TestPreloadDirReadsUnreadFilesTogether: at a first start the manifests of all the
+// archives present are read before the first load, so that the unread state lasts as
+// long as the slowest read, not as long as the loads.
+func TestPreloadDirReadsUnreadFilesTogether(t *testing.T) {
+	dir := t.TempDir()
+	clock := pintest.NewFakeClock()
+	for i, c := range []string{"", "gzip", "xz", "zstd", "lz4"} {
+		name := fmt.Sprintf("bundle%d.tar", i)
+		writeTar(t, filepath.Join(dir, name), c, map[string]string{
+			"manifest.json": fmt.Sprintf(`[{"Config":"c.json","RepoTags":["app%d:1"],"Layers":[]}]`, i),
+		})
+		assert.NilError(t, os.Chtimes(filepath.Join(dir, name), clock.Now(), clock.Now().Add(-time.Hour)))
+	}
+	engine := newPreloadEngine()
+	engine.block = make(chan struct{}) // loads wait until closed
+	d := newTestDir(t, dir, t.TempDir(), engine)
+	assert.Check(t, is.Len(d.p.PreloadUnread(), 5))
+	done := make(chan struct{})
+	go func() { defer close(done); d.processNext() }() // reads every manifest, then blocks in the first load
+	poll.WaitOn(t, func(poll.LogT) poll.Result {
+		if n := len(d.p.PreloadUnread()); n > 0 {
+			return poll.Continue("%d files unread", n)
+		}
+		return poll.Success()
+	})
+	assert.DeepEqual(t, d.preloadPins(t, "app0:1", "app4:1"), []string{"bundle0.tar: app0:1", "bundle4.tar: app4:1"})
+	close(engine.block)
+	<-done
 }
 
 // TestPreloadWatcher: through Start's own watcher (inotify) and loader, an archive

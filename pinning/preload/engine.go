@@ -33,7 +33,7 @@ type ImagePuller interface {
 type Pins interface {
 	// SetPreloaded puts what the files pin now into force.
 	SetPreloaded(files []pinner.Preloaded)
-	// SetPreloadBlock names the files present at start whose pins are not known yet;
-	// while any is left, the pins refuse to answer.
-	SetPreloadBlock(files []string)
+	// SetPreloadUnread names the files present at start whose pins are not known yet;
+	// while any is left, every image is pinned.
+	SetPreloadUnread(files []string)
 }

@@ -1,6 +1,8 @@
 package preload
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -15,11 +17,12 @@ import (
 	"github.com/dockpin/cri-dockerd/pinning/internal/statefile"
 	"github.com/dockpin/cri-dockerd/pinning/pin"
 	"github.com/dockpin/cri-dockerd/pinning/pinner"
+	"github.com/pierrec/lz4/v4"
 )
 
 // preloadSuffixes are the archive names loaded from the preload directory (the engine
-// detects the compression itself).
-var preloadSuffixes = []string{".tar", ".tar.gz", ".tgz", ".tar.xz", ".tar.zst", ".tar.bz2"}
+// detects the compression itself, lz4 but: that one is decompressed here).
+var preloadSuffixes = []string{".tar", ".tar.gz", ".tgz", ".tar.xz", ".tar.zst", ".tar.bz2", ".tar.lz4"}
 
 // preloadTimeout bounds the load of one tarball.
 const preloadTimeout = 30 * time.Minute
@@ -252,7 +255,12 @@ func loadArchiveFile(ctx context.Context, engine Loader, path string) ([]string,
 	ctx, cancel := context.WithTimeout(ctx, preloadTimeout)
 	defer cancel()
 	h := sha256.New()
-	refs, err := engine.LoadImages(ctx, io.TeeReader(f, h))
+	src := bufio.NewReaderSize(io.TeeReader(f, h), 1<<20)
+	var archive io.Reader = src
+	if magic, _ := src.Peek(len(magicLz4)); bytes.Equal(magic, magicLz4) {
+		archive = lz4.NewReader(src) // k3s takes .tar.lz4; the engine does not
+	}
+	refs, err := engine.LoadImages(ctx, archive)
 	if err != nil {
 		return nil, "", err
 	}

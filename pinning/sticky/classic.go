@@ -117,6 +117,8 @@ func (k *ClassicKeeper) check(ctx context.Context) error {
 }
 
 func (k *ClassicKeeper) sync(ctx context.Context) error {
+	// Read before deciding: files read meanwhile only add pins to what is decided.
+	partial := len(k.p.PreloadUnread()) > 0
 	cur, present, err := k.pinned(ctx)
 	if err != nil {
 		return err
@@ -141,6 +143,15 @@ func (k *ClassicKeeper) sync(ctx context.Context) error {
 		}
 	}
 	k.mu.Lock()
+	if partial {
+		// Not all pins are known yet: an image pinned by an unread preload file is not
+		// forgotten (nor reported lost: it is not in cur, so not checked above).
+		for id, c := range k.remembered {
+			if _, ok := cur[id]; !ok {
+				cur[id] = c
+			}
+		}
+	}
 	changed := !maps.EqualFunc(cur, k.remembered, func(a, b classicPinned) bool {
 		return a.ID == b.ID && a.Tarball == b.Tarball && slices.Equal(a.Names, b.Names) && slices.Equal(a.Tags, b.Tags)
 	})

@@ -126,6 +126,32 @@ func TestStickyClassicReloadsPreloadedAndReportsOthers(t *testing.T) {
 	assert.Check(t, !f.has(pintest.DigA))
 }
 
+// TestStickyClassicKeepsRememberedWhilePreloadUnread: an image pinned at the last
+// run is not forgotten while preload files present at start are unread (one may pin
+// it), and is once they are read and do not.
+func TestStickyClassicKeepsRememberedWhilePreloadUnread(t *testing.T) {
+	pre := pin.Image{ID: pintest.DigA, RepoTags: []string{"e2e/pre:1"}}
+	f := &fakeClassic{images: map[string]pin.Image{}}
+	f.put(pre)
+	cfg := pinnertest.EmptyConfig()
+	cfg.Preloaded = []pinner.Preloaded{{Tarball: "a.tar", Refs: []string{"e2e/pre:1"}}}
+	cfg.StateDir = t.TempDir()
+	p, _ := pinnertest.New(t, cfg)
+	ctx := context.Background()
+	assert.NilError(t, NewClassicKeeper(f, nil, p, true, logctx.Discard()).check(ctx))
+
+	// Next start: the archive is not known yet (nothing saved of it in the pinner).
+	cfg.Preloaded = nil
+	p, _ = pinnertest.New(t, cfg)
+	p.SetPreloadUnread([]string{"a.tar"})
+	k := NewClassicKeeper(f, nil, p, true, logctx.Discard())
+	assert.NilError(t, k.check(ctx))
+	assert.Check(t, is.Equal(k.status.PinnedImages, 1), "remembered while unread")
+	p.SetPreloadUnread(nil)
+	assert.NilError(t, k.check(ctx))
+	assert.Check(t, is.Equal(k.status.PinnedImages, 0), "forgotten once read")
+}
+
 // loader is the engine part a dirReloader loads through.
 type loader interface {
 	LoadImages(ctx context.Context, archive io.Reader) ([]string, error)

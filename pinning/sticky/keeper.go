@@ -84,6 +84,9 @@ type stickyStatus struct {
 	LastSyncError string    `json:"lastSyncError,omitempty"`
 	// Unreadable are the images (a record's name: why) whose content cannot be read.
 	Unreadable []string `json:"unreadable,omitempty"`
+	// PreloadUnread are the preload files present at start not read yet: until they
+	// are, what is known to be pinned is leased and restored, and nothing released.
+	PreloadUnread []string `json:"preloadUnread,omitempty"`
 }
 
 // NewKeeper returns the keeper of the lease over st for the pins of p; reload (nil:
@@ -166,6 +169,11 @@ func (k *Keeper) sync(ctx context.Context) error {
 	listedAt := k.eventSeq
 	k.mu.Unlock()
 	listTime := time.Now()
+	// Read before deciding: files read meanwhile only add pins to what is decided.
+	unread := k.p.PreloadUnread()
+	k.mu.Lock()
+	k.status.PreloadUnread = unread
+	k.mu.Unlock()
 	recs, err := k.st.Records(ctx)
 	if err != nil {
 		return err
@@ -179,10 +187,11 @@ func (k *Keeper) sync(ctx context.Context) error {
 	}
 	k.labelPreloaded(ctx, targets, order)
 	restored := k.restoreRecords(ctx, targets, order)
-	if err := k.syncLease(ctx, targets, order); err != nil {
+	partial := len(unread) > 0
+	if err := k.syncLease(ctx, targets, order, partial); err != nil {
 		return err
 	}
-	k.remember(targets, order, restored, listedAt, listTime)
+	k.remember(targets, order, restored, listedAt, listTime, partial)
 	return nil
 }
 
@@ -433,8 +442,9 @@ func (k *Keeper) failed(name, why string) {
 	k.log.WithField("record", name).Warn("sticky pins: cannot restore the deleted record of a pinned image: " + why)
 }
 
-// syncLease makes the lease hold exactly the content of the pinned images.
-func (k *Keeper) syncLease(ctx context.Context, targets map[string]*stickyTarget, order []string) error {
+// syncLease makes the lease hold exactly the content of the pinned images; partial
+// (the pins are not all known yet) makes it add only.
+func (k *Keeper) syncLease(ctx context.Context, targets map[string]*stickyTarget, order []string, partial bool) error {
 	want := map[string]int64{}
 	pinned := 0
 	for _, d := range order {
@@ -463,7 +473,7 @@ func (k *Keeper) syncLease(ctx context.Context, targets map[string]*stickyTarget
 			added++
 		}
 	}
-	hold := slices.ContainsFunc(order, func(d string) bool { return targets[d].walkErr != nil })
+	hold := partial || slices.ContainsFunc(order, func(d string) bool { return targets[d].walkErr != nil })
 	for _, d := range have {
 		if _, ok := want[d]; !ok && !hold {
 			if err := k.st.Release(ctx, LeaseID, d); err != nil {
@@ -487,8 +497,9 @@ func (k *Keeper) syncLease(ctx context.Context, targets map[string]*stickyTarget
 }
 
 // remember keeps the records of pinned images (present or just restored) and saves
-// them when they changed; records of images no longer pinned are forgotten.
-func (k *Keeper) remember(targets map[string]*stickyTarget, order []string, restored []containerd.Record, listedAt uint64, listTime time.Time) {
+// them when they changed; records of images no longer pinned are forgotten, unless
+// the pins are partial (not all known yet): then nothing is.
+func (k *Keeper) remember(targets map[string]*stickyTarget, order []string, restored []containerd.Record, listedAt uint64, listTime time.Time, partial bool) {
 	next := map[string]containerd.Record{}
 	for _, d := range order {
 		t := targets[d]
@@ -505,6 +516,13 @@ func (k *Keeper) remember(targets map[string]*stickyTarget, order []string, rest
 		next[r.Name] = r
 	}
 	k.mu.Lock()
+	if partial {
+		for name, r := range k.remembered {
+			if _, ok := next[name]; !ok {
+				next[name] = r
+			}
+		}
+	}
 	for name, r := range next {
 		// An event newer than this reconcile's listing knows the record's labels better.
 		if ev, ok := k.eventLabels[name]; ok && ev.seq > listedAt {

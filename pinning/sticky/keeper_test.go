@@ -372,6 +372,40 @@ func TestStickyPreloadLabels(t *testing.T) {
 	assert.Check(t, is.Len(f.leased(), 4), "only b's content stays leased")
 }
 
+// TestStickyLeasesKnownPinsWhilePreloadUnread: while preload files present at start
+// are unread, what is known to be pinned is leased and restored at once, nothing is
+// released or forgotten (an unread file may pin it); once they are read the lease
+// follows the pins again, and the keeper is told.
+func TestStickyLeasesKnownPinsWhilePreloadUnread(t *testing.T) {
+	f := newFakeCtrd()
+	a, aBlobs := f.image(t, nil)
+	b, bBlobs := f.image(t, nil)
+	f.put("docker.io/e2e/a:1", a, nil)
+	f.put("docker.io/e2e/b:1", b, nil)
+	f.leases[LeaseID] = map[string]bool{}
+	for _, d := range bBlobs {
+		f.leases[LeaseID][d] = true // b was pinned at the last run (by a preload file)
+	}
+	cfg := pinnertest.EmptyConfig()
+	cfg.Patterns = []string{"e2e/a:1"}
+	k := newTestKeeper(t, f, cfg, true)
+	triggered := 0
+	k.p.OnPreloadChange(func() { triggered++ })
+	k.p.SetPreloadUnread([]string{"bundle.tar.zst"})
+
+	reconcile(t, k)
+	want := slices.Sorted(slices.Values(append(slices.Clone(aBlobs), bBlobs...)))
+	assert.DeepEqual(t, f.leased(), want) // a's known pin added, b's content not released
+	st := k.Info()["state"].(stickyStatus)
+	assert.Check(t, is.DeepEqual(st.PreloadUnread, []string{"bundle.tar.zst"}))
+
+	k.p.SetPreloadUnread(nil) // read: it did not pin b
+	assert.Equal(t, triggered, 1)
+	reconcile(t, k)
+	assert.DeepEqual(t, f.leased(), slices.Sorted(slices.Values(aBlobs)))
+	assert.Check(t, is.Len(k.Info()["state"].(stickyStatus).PreloadUnread, 0))
+}
+
 func TestUnpinHint(t *testing.T) {
 	h := pin.UnpinHint([]pin.Reason{{Source: pin.SourcePreload, Detail: "a.tar: e2e/x:1"}, {Source: pin.SourcePinsFile, Detail: "e2e/*"}})
 	assert.Check(t, is.Contains(h, "remove the archive a.tar from the preload directory"))
