@@ -106,7 +106,7 @@ verify: ## gofmt, go vet (also with -tags e2e), go mod tidy check, shellcheck, s
 	$(MAKE) govulncheck
 
 .PHONY: bench-preload
-bench-preload: build ## a restart with 20 loaded preload archives: ours against a baseline built from main, each store in E2E_STORES
+bench-preload: build ## a restart with 20 loaded preload archives (ours against a baseline built from main), then a first start over a 5 GiB .tar.zst bundle; each store in E2E_STORES
 	BENCH_STORES="$(E2E_STORES)" CRI_DOCKERD_BIN=$(CURDIR)/$(BIN) hack/bench-preload.sh
 
 .PHONY: bench-lifecycle

@@ -217,6 +217,10 @@ type shim struct {
 	cmd      *exec.Cmd
 	rt       runtimeapi.RuntimeServiceClient
 	img      runtimeapi.ImageServiceClient
+	root     string // its --cri-dockerd-root-directory (the last one its flags name)
+	// lease is our binary's sticky lease (verbose Status' sticky.lease, named after its
+	// root directory), read once it serves.
+	lease string
 }
 
 // startShim starts our binary against the test engine with extra flags; it is stopped
@@ -251,7 +255,13 @@ func launchBinary(t testing.TB, binary, sockDir string, flags ...string) *shim {
 	if sockDir == "" {
 		sockDir = dir
 	}
-	s := &shim{endpoint: "unix://" + filepath.Join(sockDir, "cri.sock"), logPath: filepath.Join(dir, "cri-dockerd.log"), binary: binary}
+	s := &shim{endpoint: "unix://" + filepath.Join(sockDir, "cri.sock"), logPath: filepath.Join(dir, "cri-dockerd.log"), binary: binary,
+		root: filepath.Join(dir, "root")}
+	for i, f := range flags {
+		if f == "--cri-dockerd-root-directory" && i+1 < len(flags) {
+			s.root = flags[i+1]
+		}
+	}
 	args := append([]string{
 		"--container-runtime-endpoint", s.endpoint,
 		"--docker-endpoint", env.dockerHost,
@@ -307,6 +317,17 @@ func (s *shim) waitServing(t testing.TB) {
 		}
 		return poll.Success()
 	}, poll.WithTimeout(30*time.Second), poll.WithDelay(100*time.Millisecond))
+	if s.binary == env.binary && s.lease == "" {
+		resp, err := s.rt.Status(context.Background(), &runtimeapi.StatusRequest{Verbose: true})
+		assert.NilError(t, err)
+		var info struct {
+			Sticky struct {
+				Lease string `json:"lease"`
+			} `json:"sticky"`
+		}
+		assert.NilError(t, json.Unmarshal([]byte(resp.GetInfo()["pinning"]), &info))
+		s.lease = info.Sticky.Lease
+	}
 }
 
 // restart starts a stopped shim again with the same binary and flags, logging to the
@@ -429,7 +450,7 @@ func waitListPinned(t *testing.T, s *shim, id string, want bool) {
 	poll.WaitOn(t, func(poll.LogT) poll.Result {
 		got, err := s.listPinned(context.Background())
 		if status.Code(err) == codes.Unavailable {
-			// Fail-safe: a pin source (or a preload archive present at start) not read yet.
+			// Fail-safe: a pin source not read yet.
 			return poll.Continue("ListImages: %v", err)
 		}
 		if err != nil {

@@ -89,32 +89,39 @@ func TestPinsRelease(t *testing.T) {
 	id := stickyImage(t, "e2e/release:1")
 	s := startShim(t, "--restore-pinned-images=true", "--pinned-images", "e2e/release:1")
 	waitListPinned(t, s, id, true)
-	waitLeased(t, id, true)
+	waitLeased(t, s, id, true)
 	s.stop(t)
 
-	code, out := runOurs(t, "pins", "release", "--docker-endpoint", env.dockerHost, "--containerd-address", containerdSocket())
+	code, out := runOurs(t, "pins", "release", "--docker-endpoint", env.dockerHost, "--containerd-address", containerdSocket(),
+		"--cri-dockerd-root-directory", s.root)
 	assert.Equal(t, code, 0, out)
-	assert.Check(t, is.Contains(out, "lease "+stickyLeaseID+" deleted"))
-	assert.Check(t, is.Len(leased(t), 0))
+	assert.Check(t, is.Contains(out, "lease "+s.lease+" deleted"))
+	assert.Check(t, is.Len(leased(t, s), 0))
 
 	// Released: the engine frees the image's content when it is deleted.
 	docker(t, "rmi", "e2e/release:1")
+	waitContentGone(t, id)
+
+	// Again: nothing left, still success.
+	code, out = runOurs(t, "pins", "release", "--docker-endpoint", env.dockerHost, "--containerd-address", containerdSocket())
+	assert.Equal(t, code, 0, out)
+}
+
+// waitContentGone waits until the engine's containerd no longer has the content digest.
+func waitContentGone(t *testing.T, digest string) {
+	t.Helper()
 	conn, err := grpc.NewClient("unix://"+containerdSocket(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	assert.NilError(t, err)
 	defer conn.Close()
 	poll.WaitOn(t, func(poll.LogT) poll.Result {
 		ctx, cancel := ctrdCall()
 		defer cancel()
-		_, err := contentapi.NewContentClient(conn).Info(ctx, &contentapi.InfoRequest{Digest: id})
+		_, err := contentapi.NewContentClient(conn).Info(ctx, &contentapi.InfoRequest{Digest: digest})
 		if status.Code(err) == codes.NotFound {
 			return poll.Success()
 		}
-		return poll.Continue("content %s still there (%v)", id, err)
+		return poll.Continue("content %s still there (%v)", digest, err)
 	}, poll.WithTimeout(30*time.Second), poll.WithDelay(200*time.Millisecond))
-
-	// Again: nothing left, still success.
-	code, out = runOurs(t, "pins", "release", "--docker-endpoint", env.dockerHost, "--containerd-address", containerdSocket())
-	assert.Equal(t, code, 0, out)
 }
 
 // TestCheckConfig: the pre-flight check against the real engine passes, and names an

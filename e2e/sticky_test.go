@@ -32,9 +32,6 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
-// stickyLeaseID is pinning.StickyLeaseID (e2e imports only the CRI client).
-const stickyLeaseID = "dockpin.pinned"
-
 // stickyLabel marks the images of the sticky tests, so prunes touch only them.
 const stickyLabel = "e2e.sticky"
 
@@ -91,14 +88,14 @@ func ctrdCall() (context.Context, context.CancelFunc) {
 // leased returns the content the sticky lease holds, with each blob's size (-1 when
 // the store no longer has it), read with containerd's API (ctr lists leases, not
 // their resources).
-func leased(t *testing.T) map[string]int64 {
+func leased(t *testing.T, s *shim) map[string]int64 {
 	t.Helper()
 	conn, err := grpc.NewClient("unix://"+containerdSocket(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	assert.NilError(t, err)
 	defer conn.Close()
 	ctx, cancel := ctrdCall()
 	defer cancel()
-	resp, err := leasesapi.NewLeasesClient(conn).ListResources(ctx, &leasesapi.ListResourcesRequest{ID: stickyLeaseID})
+	resp, err := leasesapi.NewLeasesClient(conn).ListResources(ctx, &leasesapi.ListResourcesRequest{ID: s.lease})
 	out := map[string]int64{}
 	if status.Code(err) == codes.NotFound {
 		return out // not taken yet (the first reconcile waits for the preload files) or deleted: holds nothing
@@ -126,10 +123,10 @@ func leasedBytes(l map[string]int64) int64 {
 }
 
 // waitLeased waits until the lease holds image id's target (want) or not.
-func waitLeased(t *testing.T, id string, want bool) {
+func waitLeased(t *testing.T, s *shim, id string, want bool) {
 	t.Helper()
 	poll.WaitOn(t, func(poll.LogT) poll.Result {
-		if _, ok := leased(t)[id]; ok != want {
+		if _, ok := leased(t, s)[id]; ok != want {
 			return poll.Continue("lease holds %s: %v, want %v", id, ok, want)
 		}
 		return poll.Success()
@@ -138,7 +135,8 @@ func waitLeased(t *testing.T, id string, want bool) {
 
 // stickyState is the sticky pins' state in verbose Status.
 type stickyState struct {
-	Restore bool `json:"restore"`
+	Restore bool   `json:"restore"`
+	Lease   string `json:"lease"`
 	State   struct {
 		LeasedBlobs int       `json:"leasedBlobs"`
 		LeasedBytes int64     `json:"leasedBytes"`
@@ -243,11 +241,11 @@ func TestStickyRestoreContainerd(t *testing.T) {
 	ctr(t, "images", "label", "docker.io/e2e/sticky-record:1", pinLabel+"=pinned")
 	for _, p := range imgs {
 		waitListPinned(t, s, p.id, true)
-		waitLeased(t, p.id, true)
+		waitLeased(t, s, p.id, true)
 	}
 	waitSynced(t, s) // the records are remembered
-	l := leased(t)
-	t.Logf("STICKY lease %s holds %d blobs, %d bytes (status: %d blobs, %d bytes)", stickyLeaseID, len(l), leasedBytes(l),
+	l := leased(t, s)
+	t.Logf("STICKY lease %s holds %d blobs, %d bytes (status: %d blobs, %d bytes)", s.lease, len(l), leasedBytes(l),
 		s.sticky(t).State.LeasedBlobs, s.sticky(t).State.LeasedBytes)
 
 	filter := "label=" + stickyLabel + "=1"
@@ -308,23 +306,23 @@ func TestStickyUnpinThenDelete(t *testing.T) {
 	file := stickyImage(t, "e2e/sticky-unpin-file:1")
 	s := startShim(t, "--restore-pinned-images=true", "--pinned-images-file", pinsFile)
 	ctr(t, "images", "label", "docker.io/e2e/sticky-unpin-record:1", pinLabel+"=pinned")
-	waitLeased(t, rec, true)
-	waitLeased(t, file, true)
+	waitLeased(t, s, rec, true)
+	waitLeased(t, s, file, true)
 
 	ctr(t, "images", "label", "docker.io/e2e/sticky-unpin-record:1", pinLabel+"=")
-	waitLeased(t, rec, false)
+	waitLeased(t, s, rec, false)
 	docker(t, "rmi", "e2e/sticky-unpin-record:1")
 
 	assert.NilError(t, os.WriteFile(pinsFile, nil, 0o644))
 	s.signal(t, syscall.SIGHUP)
 	waitListPinned(t, s, file, false)
-	waitLeased(t, file, false)
+	waitLeased(t, s, file, false)
 	ctr(t, "images", "rm", "docker.io/e2e/sticky-unpin-file:1")
 
 	waitSynced(t, s)
 	assert.Check(t, imageGone("e2e/sticky-unpin-record:1"), "unpinned and deleted: it must stay deleted")
 	assert.Check(t, imageGone("e2e/sticky-unpin-file:1"), "unpinned and deleted: it must stay deleted")
-	for d, size := range leased(t) {
+	for d, size := range leased(t, s) {
 		assert.Check(t, d != rec && d != file, "the lease still holds %s (%d bytes)", d, size)
 	}
 }
@@ -364,7 +362,7 @@ func TestStickyPreloaded(t *testing.T) {
 	waitListPinned(t, s, id, true)
 	waitSynced(t, s) // the image is remembered
 	if env.store == "containerd" {
-		waitLeased(t, id, true)
+		waitLeased(t, s, id, true)
 		poll.WaitOn(t, func(poll.LogT) poll.Result {
 			ls := ctr(t, "images", "ls", "name==docker.io/e2e/sticky-preload:1")
 			if !strings.Contains(ls, "io.dockpin.preload.archive=sticky.tar") || !strings.Contains(ls, pinLabel+"=pinned") {
@@ -409,7 +407,7 @@ func TestStickyPreloaded(t *testing.T) {
 	s = startShim(t, "--restore-pinned-images=true", "--preload-images-dir", dir)
 	waitListPinned(t, s, id, false)
 	if env.store == "containerd" {
-		waitLeased(t, id, false)
+		waitLeased(t, s, id, false)
 		ls := ctr(t, "images", "ls", "name==docker.io/e2e/sticky-preload:1")
 		assert.Check(t, !strings.Contains(ls, "io.dockpin.preload") && !strings.Contains(ls, pinLabel), "our labels go with the archive: %s", ls)
 	}
@@ -451,9 +449,9 @@ func TestStickyLeaseSurvivesRestarts(t *testing.T) {
 	a := stickyImage(t, "e2e/sticky-keep-a:1")
 	b := stickyImage(t, "e2e/sticky-keep-b:1")
 	s := startShim(t, "--restore-pinned-images=true", "--pinned-images", "e2e/sticky-keep-a:1")
-	waitLeased(t, a, true)
+	waitLeased(t, s, a, true)
 	s.stop(t)
-	_, ok := leased(t)[a]
+	_, ok := leased(t, s)[a]
 	assert.Check(t, ok, "the lease outlives our binary")
 
 	engine := func(cmd string) {
@@ -464,15 +462,15 @@ func TestStickyLeaseSurvivesRestarts(t *testing.T) {
 	engine("stop-containerd")
 	engine("start-containerd")
 	engine("start-dockerd")
-	_, ok = leased(t)[a]
+	_, ok = leased(t, s)[a]
 	assert.Check(t, ok, "the lease outlives an engine restart")
 
 	s = startShim(t, "--restore-pinned-images=true", "--pinned-images", "e2e/sticky-keep-b:1")
-	waitLeased(t, b, true)
-	waitLeased(t, a, false)
+	waitLeased(t, s, b, true)
+	waitLeased(t, s, a, false)
 	pins, err := s.listPinned(context.Background())
 	assert.NilError(t, err)
-	l := leased(t)
+	l := leased(t, s)
 	for id, pinned := range pins {
 		_, held := l[id]
 		assert.Check(t, held == pinned, "image %s: pinned=%v, leased=%v", id, pinned, held)
@@ -492,11 +490,11 @@ func TestStickyPreloadedContentGone(t *testing.T) {
 	docker(t, "save", "-o", filepath.Join(dir, "gone.tar"), "e2e/sticky-gone:1")
 	docker(t, "rmi", "e2e/sticky-gone:1")
 	s := startShim(t, "--restore-pinned-images=true", "--preload-images-dir", dir)
-	waitLeased(t, id, true)
+	waitLeased(t, s, id, true)
 	waitSynced(t, s)
 	s.stop(t)
 
-	ctr(t, "leases", "delete", stickyLeaseID)
+	ctr(t, "leases", "delete", s.lease)
 	docker(t, "rmi", "e2e/sticky-gone:1")
 	// The engine keeps a deleted image's content under a lease of its own until a prune
 	// (label moby/prune.images); a node whose content is gone has lost those as well.
@@ -517,6 +515,6 @@ func TestStickyPreloadedContentGone(t *testing.T) {
 	start := time.Now()
 	s = startShim(t, "--restore-pinned-images=true", "--preload-images-dir", dir)
 	waitListPinned(t, s, id, true)
-	waitLeased(t, id, true)
+	waitLeased(t, s, id, true)
 	t.Logf("STICKY store=%s: preloaded image with its content gone loaded again %v after our start", env.store, time.Since(start).Round(time.Millisecond))
 }

@@ -2,8 +2,13 @@
 # hack/bench-preload.sh — a restart of cri-dockerd with BENCH_PRELOAD_ARCHIVES (default 20) preload archives
 # of BENCH_PRELOAD_MB (default 20) MB each, already loaded at an earlier start: seconds until the socket
 # serves and until every image is listed pinned, for our binary and for a baseline built from
-# PRELOAD_BASELINE_REV (default main; "" skips it), once per store in BENCH_STORES (BenchmarkPreloadRestartE2E).
-# Usage: CRI_DOCKERD_BIN=_output/cri-dockerd [PRELOAD_BASELINE_REV=main] [BENCH_STORES="classic containerd"] hack/bench-preload.sh
+# PRELOAD_BASELINE_REV (default main; "" skips it), once per store in BENCH_STORES (BenchmarkPreloadRestartE2E);
+# then a first start (nothing saved) over one k3s-style .tar.zst bundle of BENCH_BUNDLE_MB (default 5120) MiB
+# of 256 MiB images, half of them in the engine already: seconds to serve, to the first ListImages answer, until
+# the bundle is read, until the known pin is leased, until all is loaded and pinned; refusals; peak RSS
+# (BenchmarkPreloadFirstStartBundleE2E; needs about 3x the bundle's size free on the engine's disk and /tmp).
+# Usage: CRI_DOCKERD_BIN=_output/cri-dockerd [PRELOAD_BASELINE_REV=main] [BENCH_STORES="classic containerd"]
+#        [BENCH_BUNDLE_MB=5120] hack/bench-preload.sh
 set -euo pipefail
 # shellcheck source=hack/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -26,5 +31,9 @@ for store in ${BENCH_STORES:-classic containerd}; do
   log "bench: image store $store"
   E2E_STORE=$store CRI_DOCKERD_BIN=$CRI_DOCKERD_BIN \
     go test -tags e2e -count=1 -timeout 90m -run '^$' -bench 'PreloadRestartE2E' -benchtime "${BENCH_TIME:-3x}" ./e2e/
+  if [[ ${BENCH_BUNDLE_MB:-5120} != 0 ]]; then
+    E2E_STORE=$store CRI_DOCKERD_BIN=$CRI_DOCKERD_BIN BENCH_BUNDLE_MB=${BENCH_BUNDLE_MB:-5120} \
+      go test -tags e2e -count=1 -timeout 120m -run '^$' -bench 'PreloadFirstStartBundleE2E' -benchtime 1x -v ./e2e/
+  fi
 done
 hack/registry.sh stop >/dev/null 2>&1 || true

@@ -1,14 +1,40 @@
 package pinning
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"path/filepath"
 	"time"
 
 	"github.com/dockpin/cri-dockerd/pinning/pinner"
+	"github.com/dockpin/cri-dockerd/pinning/sticky"
 	"github.com/spf13/pflag"
 )
+
+// DefaultRootDirectory is cri-dockerd's --cri-dockerd-root-directory default.
+const DefaultRootDirectory = "/var/lib/cri-dockerd"
+
+// LeaseFor is the containerd lease of the instance whose root directory is root: the
+// instance owns it and the preload labels it sets (pin.PreloadOwnerLabel), so that
+// two instances on one engine never release each other's pins. The default root
+// directory (and none) has sticky.DefaultLeaseID, the name of the releases before
+// owners; another one has that name followed by a dot and 12 hex digits of the sha256
+// of its absolute path.
+func LeaseFor(root string) string {
+	if root == "" {
+		return sticky.DefaultLeaseID
+	}
+	if abs, err := filepath.Abs(root); err == nil {
+		root = abs
+	}
+	if root = filepath.Clean(root); root == DefaultRootDirectory {
+		return sticky.DefaultLeaseID
+	}
+	sum := sha256.Sum256([]byte(root))
+	return sticky.DefaultLeaseID + "." + hex.EncodeToString(sum[:6])
+}
 
 // StateDirName is where, below the host's root directory (cri-dockerd's
 // --cri-dockerd-root-directory), pinning keeps the state that must outlive the

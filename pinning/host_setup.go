@@ -153,10 +153,10 @@ func (s *Setup) reloader() sticky.Reloader {
 
 // startSticky runs the sticky keeper over st until Close.
 func (s *Setup) startSticky(st containerd.Store, includeDangling bool, log logrus.FieldLogger) {
-	s.sticky = sticky.NewKeeper(st, s.Pinner, s.reloader(), s.restore, includeDangling, log)
+	s.sticky = sticky.NewKeeper(st, s.Pinner, s.reloader(), s.restore, includeDangling, s.lease, log)
 	s.OnPreloadChange(s.sticky.Trigger)
 	s.runKeeper(s.sticky.Run)
-	log.WithField("lease", sticky.LeaseID).WithField("restore", s.restore).
+	log.WithField("lease", s.lease).WithField("restore", s.restore).
 		Info("sticky pins on: a containerd lease holds the content of pinned images")
 }
 

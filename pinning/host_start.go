@@ -18,8 +18,9 @@ import (
 // Engine is what pinning needs from the container engine; a host program implements
 // it with its own engine client.
 type Engine interface {
-	// EngineInfo reports the engine's image store (from its /info); it is asked
-	// only when the containerd record-label source may run.
+	// EngineInfo reports the engine's image store (from its /info); it is asked at
+	// Start (with the containerd source off, only to give back an earlier start's
+	// lease: its failure does not fail Start) and by Release.
 	EngineInfo(ctx context.Context) (EngineInfo, error)
 	// LoadImages loads an image archive (docker load) and returns what it loaded:
 	// references, or image IDs for untagged images. It is called only with
@@ -67,6 +68,7 @@ type Setup struct {
 	classic    *sticky.ClassicKeeper // on the classic image store, with an ImageWatcher engine
 	stopSticky func()
 	stopWatch  func() // the pins files' watcher
+	lease      string // LeaseFor the host's root directory
 }
 
 // Start builds pinning from the flags: it decides whether the containerd
@@ -76,7 +78,8 @@ type Setup struct {
 // ImageChecker and ImagePuller) and returns the Setup. Flags must have been validated (Flags.Validate). A nil log discards messages.
 func Start(ctx context.Context, f Flags, h Host, engine Engine, log logrus.FieldLogger) (*Setup, error) {
 	log = logctx.OrDiscard(log)
-	s := &Setup{log: log, keepPins: f.PreservePinOnPull, restore: f.RestorePinnedImages, stopSticky: func() {}, stopWatch: func() {}}
+	s := &Setup{log: log, keepPins: f.PreservePinOnPull, restore: f.RestorePinnedImages, stopSticky: func() {}, stopWatch: func() {},
+		lease: LeaseFor(h.RootDirectory)}
 	ctrdSource := pin.Disabled(pin.SourceContainerd, "turned off by --pin-from-containerd-labels=false")
 	watcher, watches := engine.(ImageWatcher)
 	var info EngineInfo
@@ -85,9 +88,15 @@ func Start(ctx context.Context, f Flags, h Host, engine Engine, log logrus.Field
 		if info, err = engine.EngineInfo(ctx); err != nil {
 			return nil, fmt.Errorf("pinning: engine info: %w", err)
 		}
+	} else if engine != nil {
+		// Only to give back an earlier start's lease: an engine that cannot say is
+		// not a reason to refuse the start.
+		info, _ = engine.EngineInfo(ctx)
 	}
 	if f.PinFromContainerdLabels != "false" {
 		ctrdSource, s.containerd = containerdPins(ctx, &f, h.DockerEndpoint, info, log)
+	} else if info.ContainerdStore {
+		releaseWhenOff(f, h, info, log.WithField("component", "sticky-pins"))
 	}
 	cfg := f.Config(h.SandboxImage, h.RootDirectory)
 	var watch *pinsWatcher

@@ -71,7 +71,7 @@ func TestStartEngineInfoFails(t *testing.T) {
 	assert.Check(t, is.ErrorContains(err, "engine down"))
 
 	f := DefaultFlags()
-	f.PinFromContainerdLabels = "false" // then the engine is not asked
+	f.PinFromContainerdLabels = "false" // then the engine's answer is not needed
 	s, err := Start(context.Background(), f, Host{SandboxImage: DefaultSandboxImage}, engine, nil)
 	assert.NilError(t, err)
 	assert.NilError(t, s.Close())

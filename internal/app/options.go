@@ -103,7 +103,7 @@ func DefaultOptions() Options {
 	return Options{
 		RuntimeEndpoint:           "unix:///var/run/cri-dockerd.sock",
 		DockerEndpoint:            "unix:///var/run/docker.sock",
-		RootDirectory:             "/var/lib/cri-dockerd",
+		RootDirectory:             pinning.DefaultRootDirectory,
 		SandboxImage:              pinning.DefaultSandboxImage,
 		NetworkPlugin:             "cni",
 		CNIBinDir:                 "/opt/cni/bin",

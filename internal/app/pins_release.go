@@ -14,10 +14,12 @@ import (
 const releaseTimeout = 2 * time.Minute
 
 // pinsRelease is `cri-dockerd pins release`: gives back what pinning holds in the
-// engine (pinning.Release: the lease dockpin.pinned and the labels pinning set on
-// image records), for an uninstall or a move back to upstream cri-dockerd, which the
-// packages' removal runs after stopping the service. The engine and containerd flags
-// are the node's (--docker-endpoint, --containerd-address, --containerd-namespace).
+// engine (pinning.Release: the lease of the instance with this root directory,
+// dockpin.pinned for the default one, and the labels it set on image records), for an
+// uninstall or a move back to upstream cri-dockerd, which the packages' removal runs
+// after stopping the service. The engine, containerd and root directory flags are the
+// node's (--docker-endpoint, --containerd-address, --containerd-namespace,
+// --cri-dockerd-root-directory).
 func pinsRelease(opts *Options, stdout, stderr io.Writer) int {
 	log := newLogger(stderr, opts.LogLevel)
 	client, err := docker.NewSDKClient(opts.DockerEndpoint)
@@ -37,7 +39,7 @@ func pinsRelease(opts *Options, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "cri-dockerd: pins release: docker engine at %s: %v\n", opts.DockerEndpoint, err)
 		return 1
 	}
-	out, err := pinning.Release(ctx, opts.Flags, pinning.Host{DockerEndpoint: opts.DockerEndpoint},
+	out, err := pinning.Release(ctx, opts.Flags, pinning.Host{DockerEndpoint: opts.DockerEndpoint, RootDirectory: opts.RootDirectory},
 		pinEngine{client: client, info: info}, log.WithField("component", "pins-release"))
 	printReleased(stdout, out)
 	if err != nil {

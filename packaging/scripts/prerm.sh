@@ -5,7 +5,8 @@
 #   1. stop and disable cri-docker.service and cri-docker.socket (pods and containers keep running
 #      in the engine; a cri-dockerd installed next takes them over);
 #   2. release what pinning holds in the engine: `/usr/bin/cri-dockerd pins release` deletes the
-#      containerd lease dockpin.pinned and the pin labels on the engine's containerd image records,
+#      instance's containerd lease (dockpin.pinned with the default root directory, else one named after
+#      --cri-dockerd-root-directory from CRI_DOCKERD_OPTS) and its pin labels on the engine's containerd image records,
 #      so that the engine, and a cri-dockerd without pinning, can remove those images again (on the
 #      classic store nothing is held). It gets the node's flags as the unit does, CRI_DOCKERD_OPTS
 #      from /etc/default/cri-dockerd or /etc/sysconfig/cri-dockerd (the later file wins; one level

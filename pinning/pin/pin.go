@@ -68,6 +68,9 @@ const (
 	// PreloadMarkerLabel says that we set PinnedLabel on a preloaded image's record
 	// (it did not carry it before), so that removing the archive removes it again.
 	PreloadMarkerLabel = "io.dockpin.preload.pinned-label"
+	// PreloadOwnerLabel names the instance (its lease) that set the preload labels of
+	// a record: another instance on the same engine leaves them alone.
+	PreloadOwnerLabel = "io.dockpin.preload.owner"
 )
 
 // IsPreloadMirror tells whether a record's pin label is the one labelPreloaded set to

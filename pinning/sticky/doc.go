@@ -2,7 +2,7 @@
 // deletes them.
 //
 // On the containerd image store (keeper.go, walk.go, preload.go), the content of
-// every pinned image is held by one containerd lease, LeaseID, kept in step with the
+// every pinned image is held by one containerd lease, DefaultLeaseID (or one named after the root directory), kept in step with the
 // pins: reconciled at start, on image events and periodically, releasing what no
 // pinned image needs (except while the content of some pinned image cannot be read:
 // that image is skipped and reported, and nothing is released). With

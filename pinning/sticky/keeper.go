@@ -27,9 +27,11 @@ import (
 // directory the same way, with one lease named after the program ("k3s"), re-taken
 // at every start.
 const (
-	// LeaseID is the containerd lease holding the content of pinned images (deleted
-	// by Release).
-	LeaseID = "dockpin.pinned"
+	// DefaultLeaseID is the containerd lease holding the content of the pinned images
+	// of the instance with the default root directory (deleted by Release); another
+	// instance's lease is named after its root directory (pinning.LeaseFor), so that
+	// two instances on one engine never release each other's pins.
+	DefaultLeaseID = "dockpin.pinned"
 	// stickyStateName is the state file of the remembered records.
 	stickyStateName = "sticky-records"
 	// Interval is how often the lease is re-derived without an event.
@@ -48,6 +50,7 @@ type Keeper struct {
 	log             logrus.FieldLogger
 	restore         bool // --restore-pinned-images
 	includeDangling bool
+	lease           string   // this instance's lease: it also owns the preload labels it sets
 	reloadFile      Reloader // loads preload archives again; nil: none
 	keeperLoop
 
@@ -91,9 +94,9 @@ type stickyStatus struct {
 
 // NewKeeper returns the keeper of the lease over st for the pins of p; reload (nil:
 // none) loads a preloaded image again. Run it with Run.
-func NewKeeper(st containerd.Store, p *pinner.Pinner, reload Reloader, restore, includeDangling bool, log logrus.FieldLogger) *Keeper {
+func NewKeeper(st containerd.Store, p *pinner.Pinner, reload Reloader, restore, includeDangling bool, lease string, log logrus.FieldLogger) *Keeper {
 	k := &Keeper{
-		st: st, p: p, reloadFile: reload, state: p.StateStore(), log: log, restore: restore, includeDangling: includeDangling,
+		st: st, p: p, reloadFile: reload, state: p.StateStore(), log: log, restore: restore, includeDangling: includeDangling, lease: lease,
 		keeperLoop: newKeeperLoop(log), walks: map[string]imageContent{},
 		deletedAt: map[string]time.Time{}, restoredAt: map[string]time.Time{}, eventLabels: map[string]seqLabels{},
 	}
@@ -453,10 +456,10 @@ func (k *Keeper) syncLease(ctx context.Context, targets map[string]*stickyTarget
 			maps.Copy(want, t.content.Blobs)
 		}
 	}
-	if err := k.st.EnsureLease(ctx, LeaseID); err != nil {
+	if err := k.st.EnsureLease(ctx, k.lease); err != nil {
 		return err
 	}
-	have, err := k.st.LeasedContent(ctx, LeaseID)
+	have, err := k.st.LeasedContent(ctx, k.lease)
 	if err != nil {
 		return err
 	}
@@ -467,7 +470,7 @@ func (k *Keeper) syncLease(ctx context.Context, targets map[string]*stickyTarget
 	var added, released int
 	for _, d := range slices.Sorted(maps.Keys(want)) {
 		if !held[d] {
-			if err := k.st.Lease(ctx, LeaseID, d); err != nil {
+			if err := k.st.Lease(ctx, k.lease, d); err != nil {
 				return err
 			}
 			added++
@@ -476,7 +479,7 @@ func (k *Keeper) syncLease(ctx context.Context, targets map[string]*stickyTarget
 	hold := partial || slices.ContainsFunc(order, func(d string) bool { return targets[d].walkErr != nil })
 	for _, d := range have {
 		if _, ok := want[d]; !ok && !hold {
-			if err := k.st.Release(ctx, LeaseID, d); err != nil {
+			if err := k.st.Release(ctx, k.lease, d); err != nil {
 				return err
 			}
 			released++
@@ -488,7 +491,7 @@ func (k *Keeper) syncLease(ctx context.Context, targets map[string]*stickyTarget
 	}
 	if added+released > 0 {
 		k.log.WithField("added", added).WithField("released", released).WithField("blobs", len(want)).
-			WithField("bytes", bytes).WithField("images", pinned).Info("sticky pins: lease " + LeaseID + " in step with the pins")
+			WithField("bytes", bytes).WithField("images", pinned).Info("sticky pins: lease " + k.lease + " in step with the pins")
 	}
 	k.mu.Lock()
 	k.status.LeasedBlobs, k.status.LeasedBytes, k.status.PinnedImages = len(want), bytes, pinned
@@ -570,6 +573,6 @@ func (k *Keeper) Info() map[string]any {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	return map[string]any{
-		"lease": LeaseID, "restore": k.restore, "state": k.status,
+		"lease": k.lease, "restore": k.restore, "state": k.status,
 	}
 }

@@ -91,7 +91,7 @@ func (f *fakeCtrd) record(name string) (containerd.Record, bool) {
 func (f *fakeCtrd) leased() []string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return slices.Sorted(maps.Keys(f.leases[LeaseID]))
+	return slices.Sorted(maps.Keys(f.leases[DefaultLeaseID]))
 }
 
 func (f *fakeCtrd) Records(context.Context) ([]containerd.Record, error) {
@@ -217,7 +217,7 @@ func (s labelSource) Snapshot(ctx context.Context) (pin.Matcher, error) {
 func newTestKeeper(t *testing.T, f *fakeCtrd, cfg pinner.Config, restore bool) *Keeper {
 	t.Helper()
 	p, _ := pinnertest.New(t, cfg, labelSource{f})
-	return NewKeeper(f, p, nil, restore, false, logctx.Discard())
+	return NewKeeper(f, p, nil, restore, false, DefaultLeaseID, logctx.Discard())
 }
 
 func reconcile(t *testing.T, k *Keeper) {
@@ -236,7 +236,7 @@ func TestStickyLeaseFollowsPins(t *testing.T) {
 	cfg := pinnertest.EmptyConfig()
 	cfg.ConfigLabels = true
 	cfg.Patterns = []string{"e2e/a:1"}
-	f.leases[LeaseID] = map[string]bool{"sha256:stale": true} // an earlier run's pin
+	f.leases[DefaultLeaseID] = map[string]bool{"sha256:stale": true} // an earlier run's pin
 	k := newTestKeeper(t, f, cfg, true)
 
 	reconcile(t, k)
@@ -353,9 +353,11 @@ func TestStickyPreloadLabels(t *testing.T) {
 	cfg.Preloaded = []pinner.Preloaded{{Tarball: "a.tar", Refs: []string{"e2e/pre-a:1"}}, {Tarball: "b.tar", Refs: []string{"e2e/pre-b:1"}}}
 	reconcile(t, newTestKeeper(t, f, cfg, true))
 	ra, _ := f.record("docker.io/e2e/pre-a:1")
-	assert.Check(t, is.DeepEqual(ra.Labels, map[string]string{pin.PinnedLabel: pin.PinnedValue, pin.PreloadArchiveLabel: "a.tar", pin.PreloadMarkerLabel: "true"}))
+	assert.Check(t, is.DeepEqual(ra.Labels, map[string]string{pin.PinnedLabel: pin.PinnedValue, pin.PreloadArchiveLabel: "a.tar",
+		pin.PreloadMarkerLabel: "true", pin.PreloadOwnerLabel: DefaultLeaseID}))
 	rb, _ := f.record("docker.io/e2e/pre-b:1")
-	assert.Check(t, is.DeepEqual(rb.Labels, map[string]string{pin.PinnedLabel: pin.PinnedValue, pin.PreloadArchiveLabel: "b.tar"}))
+	assert.Check(t, is.DeepEqual(rb.Labels, map[string]string{pin.PinnedLabel: pin.PinnedValue, pin.PreloadArchiveLabel: "b.tar",
+		pin.PreloadOwnerLabel: DefaultLeaseID}))
 
 	cfg.Preloaded = nil // both archives removed from the directory
 	k := newTestKeeper(t, f, cfg, true)
@@ -382,9 +384,9 @@ func TestStickyLeasesKnownPinsWhilePreloadUnread(t *testing.T) {
 	b, bBlobs := f.image(t, nil)
 	f.put("docker.io/e2e/a:1", a, nil)
 	f.put("docker.io/e2e/b:1", b, nil)
-	f.leases[LeaseID] = map[string]bool{}
+	f.leases[DefaultLeaseID] = map[string]bool{}
 	for _, d := range bBlobs {
-		f.leases[LeaseID][d] = true // b was pinned at the last run (by a preload file)
+		f.leases[DefaultLeaseID][d] = true // b was pinned at the last run (by a preload file)
 	}
 	cfg := pinnertest.EmptyConfig()
 	cfg.Patterns = []string{"e2e/a:1"}
@@ -404,6 +406,38 @@ func TestStickyLeasesKnownPinsWhilePreloadUnread(t *testing.T) {
 	reconcile(t, k)
 	assert.DeepEqual(t, f.leased(), slices.Sorted(slices.Values(aBlobs)))
 	assert.Check(t, is.Len(k.Info()["state"].(stickyStatus).PreloadUnread, 0))
+}
+
+// TestStickyTwoInstancesOneEngine: two instances (two leases) on one engine, each
+// with its own pins and preload archive: each lease holds its own pins only, neither
+// releases the other's, and neither removes the preload labels the other set, however
+// their reconciles interleave.
+func TestStickyTwoInstancesOneEngine(t *testing.T) {
+	f := newFakeCtrd()
+	a, aBlobs := f.image(t, nil)
+	b, bBlobs := f.image(t, nil)
+	f.put("docker.io/e2e/a:1", a, nil)
+	f.put("docker.io/e2e/b:1", b, nil)
+	const leaseB = DefaultLeaseID + ".0123456789ab"
+	cfgA, cfgB := pinnertest.EmptyConfig(), pinnertest.EmptyConfig()
+	cfgA.Preloaded = []pinner.Preloaded{{Tarball: "a.tar", Refs: []string{"e2e/a:1"}}}
+	cfgB.Preloaded = []pinner.Preloaded{{Tarball: "b.tar", Refs: []string{"e2e/b:1"}}}
+	pa, _ := pinnertest.New(t, cfgA, labelSource{f})
+	pb, _ := pinnertest.New(t, cfgB, labelSource{f})
+	ka := NewKeeper(f, pa, nil, true, false, DefaultLeaseID, logctx.Discard())
+	kb := NewKeeper(f, pb, nil, true, false, leaseB, logctx.Discard())
+	for range 3 {
+		reconcile(t, ka)
+		reconcile(t, kb)
+	}
+	held := func(lease string) []string { return slices.Sorted(maps.Keys(f.leases[lease])) }
+	assert.DeepEqual(t, held(DefaultLeaseID), slices.Sorted(slices.Values(aBlobs)))
+	assert.DeepEqual(t, held(leaseB), slices.Sorted(slices.Values(bBlobs)))
+	ra, _ := f.record("docker.io/e2e/a:1")
+	rb, _ := f.record("docker.io/e2e/b:1")
+	assert.Check(t, is.Equal(ra.Labels[pin.PreloadOwnerLabel], DefaultLeaseID))
+	assert.Check(t, is.Equal(rb.Labels[pin.PreloadOwnerLabel], leaseB))
+	assert.Check(t, is.Equal(rb.Labels[pin.PreloadArchiveLabel], "b.tar"), "A does not take b.tar's labels away")
 }
 
 func TestUnpinHint(t *testing.T) {
@@ -428,7 +462,7 @@ func BenchmarkStickyReconcile(b *testing.B) {
 	}
 	p, err := pinner.New(cfg, nil, labelSource{f})
 	assert.NilError(b, err)
-	k := NewKeeper(f, p, nil, true, false, logctx.Discard())
+	k := NewKeeper(f, p, nil, true, false, DefaultLeaseID, logctx.Discard())
 	ctx := context.Background()
 	assert.NilError(b, k.reconcile(ctx))
 	b.ResetTimer()
@@ -522,7 +556,7 @@ func TestStickyDeleteBetweenListingAndSnapshot(t *testing.T) {
 	f.put("docker.io/e2e/a:1", a, labels)
 	p, _ := pinnertest.New(t, pinnertest.EmptyConfig(), labelSource{f})
 	st := &listThenDelete{fakeCtrd: f}
-	k := NewKeeper(st, p, nil, true, false, logctx.Discard())
+	k := NewKeeper(st, p, nil, true, false, DefaultLeaseID, logctx.Discard())
 	st.k = k
 	reconcile(t, k)
 	assert.Check(t, is.DeepEqual(f.leased(), aBlobs))
@@ -547,7 +581,7 @@ func TestStickyUnreadableImageIsSkipped(t *testing.T) {
 	f.put("docker.io/e2e/bad:1", bad, nil)
 	cfg := pinnertest.EmptyConfig()
 	cfg.Patterns = []string{"e2e/a:1", "e2e/bad:1"}
-	f.leases[LeaseID] = map[string]bool{"sha256:earlier": true} // held from before: not released while bad
+	f.leases[DefaultLeaseID] = map[string]bool{"sha256:earlier": true} // held from before: not released while bad
 	f.mu.Lock()
 	good := slices.Clone(f.blobs[bad.Digest])
 	f.blobs[bad.Digest] = []byte("{not json")

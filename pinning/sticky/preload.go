@@ -22,7 +22,7 @@ func (k *Keeper) labelPreloaded(ctx context.Context, targets map[string]*stickyT
 			if strings.HasPrefix(r.Name, pin.DanglingPrefix) {
 				continue
 			}
-			set, del := preloadLabelChange(r.Labels, tarball, present)
+			set, del := preloadLabelChange(r.Labels, tarball, present, k.lease)
 			if len(set) == 0 && len(del) == 0 {
 				continue
 			}
@@ -44,8 +44,14 @@ func (k *Keeper) labelPreloaded(ctx context.Context, targets map[string]*stickyT
 }
 
 // preloadLabelChange returns the labels to set and to remove on a record with labels
-// whose image the archive tarball pins ("" = none), the archives in force being present.
-func preloadLabelChange(labels map[string]string, tarball string, present map[string]bool) (set map[string]string, del []string) {
+// whose image the archive tarball pins ("" = none), the archives in force being
+// present, for the instance owner (its lease). The labels another instance set
+// (PreloadOwnerLabel names it) are left alone; those set before owners were recorded
+// are taken as ours.
+func preloadLabelChange(labels map[string]string, tarball string, present map[string]bool, owner string) (set map[string]string, del []string) {
+	if o := labels[pin.PreloadOwnerLabel]; o != "" && o != owner {
+		return nil, nil
+	}
 	cur, ours := labels[pin.PreloadArchiveLabel]
 	marked := labels[pin.PreloadMarkerLabel] != ""
 	switch {
@@ -53,6 +59,9 @@ func preloadLabelChange(labels map[string]string, tarball string, present map[st
 		set = map[string]string{}
 		if cur != tarball {
 			set[pin.PreloadArchiveLabel] = tarball
+		}
+		if labels[pin.PreloadOwnerLabel] != owner {
+			set[pin.PreloadOwnerLabel] = owner
 		}
 		if labels[pin.PinnedLabel] != pin.PinnedValue {
 			set[pin.PinnedLabel], set[pin.PreloadMarkerLabel] = pin.PinnedValue, "true"
@@ -62,6 +71,9 @@ func preloadLabelChange(labels map[string]string, tarball string, present map[st
 		}
 	case ours && !present[cur]:
 		del = []string{pin.PreloadArchiveLabel}
+		if _, ok := labels[pin.PreloadOwnerLabel]; ok {
+			del = append(del, pin.PreloadOwnerLabel)
+		}
 		if marked {
 			del = append(del, pin.PreloadMarkerLabel, pin.PinnedLabel)
 		}

@@ -23,24 +23,25 @@ type Released struct {
 	Relabelled []string `json:"relabelled"`
 }
 
-// Release gives back what pinning holds in the engine's containerd: the labels pinning
-// set on image records (PreloadArchiveLabel, and the pin label where
-// PreloadMarkerLabel says pinning set it; pin labels set by anyone else stay) and the
-// lease LeaseID, whose content becomes collectable again. An error names each
-// part that failed; what succeeded is in the result.
-func Release(ctx context.Context, st containerd.Store, log logrus.FieldLogger) (Released, error) {
-	return releaseStore(ctx, st, Released{Store: "containerd"}, log)
+// Release gives back what the instance owning lease holds in the engine's
+// containerd: the labels it set on image records (PreloadArchiveLabel and
+// PreloadOwnerLabel, and the pin label where PreloadMarkerLabel says it set it; pin
+// labels set by anyone else, and another instance's, stay) and the lease, whose
+// content becomes collectable again. An error names each part that failed; what
+// succeeded is in the result.
+func Release(ctx context.Context, st containerd.Store, lease string, log logrus.FieldLogger) (Released, error) {
+	return releaseStore(ctx, st, Released{Store: "containerd"}, lease, log)
 }
 
-// releaseStore removes pinning's labels from every record of st, then deletes the lease.
-func releaseStore(ctx context.Context, st containerd.Store, out Released, log logrus.FieldLogger) (Released, error) {
+// releaseStore removes lease's labels from every record of st, then deletes the lease.
+func releaseStore(ctx context.Context, st containerd.Store, out Released, lease string, log logrus.FieldLogger) (Released, error) {
 	var errs []error
 	recs, err := st.Records(ctx)
 	if err != nil {
 		errs = append(errs, fmt.Errorf("list image records: %w", err))
 	}
 	for _, r := range recs {
-		del := ourLabels(r.Labels)
+		del := ownedLabels(r.Labels, lease)
 		if len(del) == 0 {
 			continue
 		}
@@ -51,24 +52,30 @@ func releaseStore(ctx context.Context, st containerd.Store, out Released, log lo
 		out.Relabelled = append(out.Relabelled, r.Name)
 		log.WithField("record", r.Name).WithField("labels", del).Info("pins release: labels removed")
 	}
-	held, err := st.LeasedContent(ctx, LeaseID)
+	held, err := st.LeasedContent(ctx, lease)
 	if err != nil {
 		errs = append(errs, err)
-	} else if err := st.DeleteLease(ctx, LeaseID); err != nil {
+	} else if err := st.DeleteLease(ctx, lease); err != nil {
 		errs = append(errs, err)
 	} else {
-		out.Lease, out.LeasedBlobs = LeaseID, len(held)
-		log.WithField("lease", LeaseID).WithField("blobs", len(held)).Info("pins release: lease deleted")
+		out.Lease, out.LeasedBlobs = lease, len(held)
+		log.WithField("lease", lease).WithField("blobs", len(held)).Info("pins release: lease deleted")
 	}
 	return out, errors.Join(errs...)
 }
 
-// ourLabels are the labels of a record that pinning set: the preload archive's name,
-// and the pin label with its marker where the marker says pinning added it.
-func ourLabels(labels map[string]string) []string {
+// ownedLabels are the labels of a record that the instance owning lease set: the
+// preload archive's name and owner, and the pin label with its marker where the
+// marker says it added it. Labels another instance owns are not.
+func ownedLabels(labels map[string]string, lease string) []string {
+	if o := labels[pin.PreloadOwnerLabel]; o != "" && o != lease {
+		return nil
+	}
 	var del []string
-	if _, ok := labels[pin.PreloadArchiveLabel]; ok {
-		del = append(del, pin.PreloadArchiveLabel)
+	for _, l := range []string{pin.PreloadArchiveLabel, pin.PreloadOwnerLabel} {
+		if _, ok := labels[l]; ok {
+			del = append(del, l)
+		}
 	}
 	if pin.IsPreloadMirror(labels) {
 		del = append(del, pin.PreloadMarkerLabel)
