@@ -40,10 +40,12 @@ cri_dockerd_pin_evaluation_images 0
 	at := time.Unix(1700000000, 0)
 	pins.h = pinner.Health{
 		EvaluatedAt: at, Images: 12, Pinned: 3,
-		PinnedBySource:  map[string]int{"pattern": 2, "containerd-label": 1},
-		Sources:         []pinner.SourceHealth{{Name: "containerd-label", State: pinner.SourceStale, LastRefresh: at.Add(-time.Minute)}},
-		PreloadArchives: map[string]int{pinner.OriginLoaded: 2, pinner.OriginSaved: 1},
-		PreloadRefs:     map[string]int{pinner.OriginLoaded: 5, pinner.OriginSaved: 1},
+		PinnedBySource:      map[string]int{"pattern": 2, "containerd-label": 1},
+		Sources:             []pinner.SourceHealth{{Name: "containerd-label", State: pinner.SourceStale, LastRefresh: at.Add(-time.Minute)}},
+		PreloadArchives:     map[string]int{pinner.OriginLoaded: 2, pinner.OriginSaved: 1},
+		PreloadRefs:         map[string]int{pinner.OriginLoaded: 5, pinner.OriginSaved: 1},
+		PreloadStates:       map[string]int{pinner.PreloadLoaded: 2, pinner.PreloadFailed: 1},
+		PreloadLoadFailures: 3, PreloadUnread: 1,
 	}
 	assert.NilError(t, testutil.GatherAndCompare(m.Registry(), strings.NewReader(`
 # HELP cri_dockerd_pinned_images Images pinned in the most recent pin evaluation, by source (an image counts once for each of its sources).
@@ -73,9 +75,20 @@ cri_dockerd_preload_archives{origin="saved"} 1
 # TYPE cri_dockerd_preload_pinned_refs gauge
 cri_dockerd_preload_pinned_refs{origin="loaded"} 5
 cri_dockerd_preload_pinned_refs{origin="saved"} 1
+# HELP cri_dockerd_preload_files Files of the preload directory by state (pending, loaded, failed, ...).
+# TYPE cri_dockerd_preload_files gauge
+cri_dockerd_preload_files{state="failed"} 1
+cri_dockerd_preload_files{state="loaded"} 2
+# HELP cri_dockerd_preload_load_failures Failed loads in a row of the preload archives failing now, summed (each is retried with backoff; crictl info shows when).
+# TYPE cri_dockerd_preload_load_failures gauge
+cri_dockerd_preload_load_failures 3
+# HELP cri_dockerd_preload_unread_files Preload files present at start whose content is not read yet; while above 0 every image is reported pinned.
+# TYPE cri_dockerd_preload_unread_files gauge
+cri_dockerd_preload_unread_files 1
 `), "cri_dockerd_pinned_images", "cri_dockerd_pin_evaluation_pinned_images", "cri_dockerd_pin_evaluation_timestamp_seconds",
 		"cri_dockerd_pin_source_state", "cri_dockerd_pin_source_last_refresh_timestamp_seconds",
-		"cri_dockerd_preload_archives", "cri_dockerd_preload_pinned_refs"))
+		"cri_dockerd_preload_archives", "cri_dockerd_preload_pinned_refs", "cri_dockerd_preload_files",
+		"cri_dockerd_preload_load_failures", "cri_dockerd_preload_unread_files"))
 }
 
 // get returns the status and body of url.

@@ -25,8 +25,12 @@ func (m *Metrics) WatchPins(p PinHealth) {
 	refreshed := desc("pin_source_last_refresh_timestamp_seconds", "When a pin source last answered (or its saved state was taken); its staleness is time() minus this.", "source")
 	preloadArchives := desc("preload_archives", "Files of the preload directory (archives and .txt lists), by where their pins come from (loaded; manifest: not loaded (yet), read; saved: not loaded (yet, or unreadable), as at their last good load; listed: a list; none: pinning nothing (yet)).", "origin")
 	preloadRefs := desc("preload_pinned_refs", "References the preload archives pin, by origin (as cri_dockerd_preload_archives).", "origin")
+	preloadStates := desc("preload_files", "Files of the preload directory by state (pending, loaded, failed, ...).", "state")
+	preloadFailures := desc("preload_load_failures", "Failed loads in a row of the preload archives failing now, summed (each is retried with backoff; crictl info shows when).")
+	preloadUnread := desc("preload_unread_files", "Preload files present at start whose content is not read yet; while above 0 every image is reported pinned.")
 	m.reg.MustRegister(scrapeCollector{
-		descs: []*prometheus.Desc{images, pinned, bySource, evaluatedAt, sourceState, refreshed, preloadArchives, preloadRefs},
+		descs: []*prometheus.Desc{images, pinned, bySource, evaluatedAt, sourceState, refreshed, preloadArchives, preloadRefs,
+			preloadStates, preloadFailures, preloadUnread},
 		collect: func(ch chan<- prometheus.Metric) {
 			h := p.Health()
 			gauge(ch, images, float64(h.Images))
@@ -41,6 +45,11 @@ func (m *Metrics) WatchPins(p PinHealth) {
 				gauge(ch, preloadArchives, float64(n), origin)
 				gauge(ch, preloadRefs, float64(h.PreloadRefs[origin]), origin)
 			}
+			for state, n := range h.PreloadStates {
+				gauge(ch, preloadStates, float64(n), state)
+			}
+			gauge(ch, preloadFailures, float64(h.PreloadLoadFailures))
+			gauge(ch, preloadUnread, float64(h.PreloadUnread))
 			for _, s := range h.Sources {
 				stateSet(ch, sourceState, s.State, pinner.SourceStates(), s.Name)
 				if !s.LastRefresh.IsZero() {

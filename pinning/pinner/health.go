@@ -42,6 +42,13 @@ type Health struct {
 	// OriginManifest: not loaded or not yet, OriginSaved: not loaded yet or unreadable,
 	// OriginListed: a list, PreloadPinsNothing: nothing, or nothing yet).
 	PreloadArchives, PreloadRefs map[string]int
+	// PreloadStates counts the files by state (PreloadPending, PreloadLoaded,
+	// PreloadFailed, ...); PreloadLoadFailures sums the failed loads in a row of the
+	// failing archives (each is retried with backoff); PreloadUnread counts the files
+	// present at start not read yet (every image is pinned meanwhile).
+	PreloadStates       map[string]int
+	PreloadLoadFailures int
+	PreloadUnread       int
 }
 
 // SourceHealth is one source's state.
@@ -57,11 +64,16 @@ type SourceHealth struct {
 // Health returns the state of pinning now.
 func (p *Pinner) Health() Health {
 	now := p.now()
-	h := Health{PinnedBySource: map[string]int{}, PreloadArchives: map[string]int{}, PreloadRefs: map[string]int{}}
+	h := Health{PinnedBySource: map[string]int{}, PreloadArchives: map[string]int{}, PreloadRefs: map[string]int{},
+		PreloadStates: map[string]int{}, PreloadUnread: len(p.PreloadUnread())}
 	for _, pre := range p.PreloadedNow() {
 		origin := cmp.Or(pre.Origin, PreloadPinsNothing)
 		h.PreloadArchives[origin]++
 		h.PreloadRefs[origin] += len(pre.Refs)
+		if pre.State != "" {
+			h.PreloadStates[pre.State]++
+		}
+		h.PreloadLoadFailures += pre.LoadFailures
 	}
 	if st := p.lastEval.Load(); st != nil {
 		h.EvaluatedAt, h.Images, h.Pinned = st.at, st.images, st.pinned
