@@ -204,3 +204,20 @@ func rssKiB(b *testing.B, pid int) int {
 	b.Fatal("no VmRSS")
 	return 0
 }
+
+// BenchmarkImageFsInfoE2E times ImageFsInfo (what kubelet's eviction manager and its
+// image GC ask every few seconds) on the real engine with BENCH_FSINFO_IMAGES (default
+// 10,000) images present, image cache on: the disk usage it reports is the cache's,
+// refreshed in the background, so the answer must not cost a walk of the images.
+func BenchmarkImageFsInfoE2E(b *testing.B) {
+	n := envInt("BENCH_FSINFO_IMAGES", 10000)
+	loadBenchImages(b, n)
+	s := startShim(b)
+	waitCacheLive(b, s)
+	b.Run(fmt.Sprintf("images=%d", n), func(b *testing.B) {
+		timed(b, func() error {
+			_, err := s.img.ImageFsInfo(context.Background(), &runtimeapi.ImageFsInfoRequest{})
+			return err
+		})
+	})
+}

@@ -3,7 +3,8 @@
 # BENCH_IMAGES (default 1000) images through gRPC and crictl, image cache on/off, pinning on/off,
 # containerd pin source on/off (BenchmarkListImagesE2E), then RSS with BENCH_RSS_IMAGES (5000), then the pin
 # proxy's added latency (Version, PodSandboxStatus, ListContainers, ListImages) and its RSS, in front of our
-# binary (pins off) and upstream's (BenchmarkProxyE2E).
+# binary (pins off) and upstream's (BenchmarkProxyE2E), then ImageFsInfo with BENCH_FSINFO_IMAGES (10,000) images
+# (BenchmarkImageFsInfoE2E).
 # Usage: CRI_DOCKERD_BIN=_output/cri-dockerd BENCH_STORES="classic containerd" hack/bench-e2e.sh
 set -euo pipefail
 # shellcheck source=hack/lib.sh
@@ -23,4 +24,7 @@ for store in ${BENCH_STORES:-classic containerd}; do
   [[ $store == containerd && -z ${BENCH_TIME:-} ]] && rounds=7x
   E2E_STORE=$store CRI_DOCKERD_BIN=$CRI_DOCKERD_BIN \
     go test -tags e2e -count=1 -timeout 90m -run '^$' -bench 'ListImagesE2E|CacheRSSE2E|ProxyE2E' -benchtime "$rounds" ./e2e/
+  # Last: it loads BENCH_FSINFO_IMAGES (default 10,000) images, more than the others want.
+  E2E_STORE=$store CRI_DOCKERD_BIN=$CRI_DOCKERD_BIN \
+    go test -tags e2e -count=1 -timeout 90m -run '^$' -bench 'ImageFsInfoE2E' -benchtime 21x ./e2e/
 done
