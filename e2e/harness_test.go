@@ -318,16 +318,23 @@ func (s *shim) waitServing(t testing.TB) {
 		return poll.Success()
 	}, poll.WithTimeout(30*time.Second), poll.WithDelay(100*time.Millisecond))
 	if s.binary == env.binary && s.lease == "" {
-		resp, err := s.rt.Status(context.Background(), &runtimeapi.StatusRequest{Verbose: true})
-		assert.NilError(t, err)
 		var info struct {
 			Sticky struct {
 				Lease string `json:"lease"`
 			} `json:"sticky"`
 		}
-		assert.NilError(t, json.Unmarshal([]byte(resp.GetInfo()["pinning"]), &info))
+		s.pinningInfo(t, &info)
 		s.lease = info.Sticky.Lease
 	}
+}
+
+// pinningInfo decodes our binary's pinning state (verbose Status' "pinning", crictl
+// info's .pinning) into out.
+func (s *shim) pinningInfo(t testing.TB, out any) {
+	t.Helper()
+	resp, err := s.rt.Status(context.Background(), &runtimeapi.StatusRequest{Verbose: true})
+	assert.NilError(t, err)
+	assert.NilError(t, json.Unmarshal([]byte(resp.GetInfo()["pinning"]), out), resp.GetInfo()["pinning"])
 }
 
 // restart starts a stopped shim again with the same binary and flags, logging to the

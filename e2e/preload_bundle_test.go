@@ -3,8 +3,6 @@
 package e2e
 
 import (
-	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -16,7 +14,6 @@ import (
 
 	"github.com/klauspost/compress/zstd"
 	"gotest.tools/v3/assert"
-	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
 // bundle is a k3s-style air-gap bundle: one `docker save` of many images, compressed
@@ -182,10 +179,8 @@ type bundleState struct {
 
 func bundleStatus(t testing.TB, s *shim) bundleState {
 	t.Helper()
-	resp, err := s.rt.Status(context.Background(), &runtimeapi.StatusRequest{Verbose: true})
-	assert.NilError(t, err)
 	var out bundleState
-	assert.NilError(t, json.Unmarshal([]byte(resp.Info["pinning"]), &out), resp.Info["pinning"])
+	s.pinningInfo(t, &out)
 	return out
 }
 

@@ -4,7 +4,6 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -54,10 +53,8 @@ func (p preloadStatus) file(name string) preloadFile {
 // preloadInfo reads the preload directory's state through verbose Status.
 func (s *shim) preloadInfo(t testing.TB) preloadStatus {
 	t.Helper()
-	resp, err := s.rt.Status(context.Background(), &runtimeapi.StatusRequest{Verbose: true})
-	assert.NilError(t, err)
 	var out preloadStatus
-	assert.NilError(t, json.Unmarshal([]byte(resp.Info["pinning"]), &out), resp.Info["pinning"])
+	s.pinningInfo(t, &out)
 	return out
 }
 

@@ -8,7 +8,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -147,12 +146,10 @@ type stickyState struct {
 
 func (s *shim) sticky(t *testing.T) stickyState {
 	t.Helper()
-	resp, err := s.rt.Status(context.Background(), &runtimeapi.StatusRequest{Verbose: true})
-	assert.NilError(t, err)
 	var info struct {
 		Sticky stickyState `json:"sticky"`
 	}
-	assert.NilError(t, json.Unmarshal([]byte(resp.GetInfo()["pinning"]), &info))
+	s.pinningInfo(t, &info)
 	return info.Sticky
 }
 
