@@ -3,7 +3,10 @@ package core
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -181,4 +184,67 @@ func TestListContainerStatsLeavesOutVanishedAndFailing(t *testing.T) {
 	env.engine.InjectContainerError("ContainerStats", ids["broken"], fmt.Errorf("injected: %w", cerrdefs.ErrUnavailable))
 	_, err = env.svc.ListContainerStats(ctx, &runtimeapi.ListContainerStatsRequest{})
 	assert.Check(t, cerrdefs.IsUnavailable(err), "got %v", err)
+}
+
+// TestContainerStatsFromCgroups: with a cgroup reader (the engine on this host), a
+// running container's CPU and memory come from its cgroup: one inspect to learn its
+// pid, then no engine call at all; a restart (a new pid) is noticed and the pid asked
+// again; a container whose cgroup cannot be read here falls back to the engine.
+func TestContainerStatsFromCgroups(t *testing.T) {
+	env := newRTEnv(t)
+	host := newRTMetrics(t, env)
+	sbID, sbCfg := env.webSandbox(t)
+	cid := env.createContainer(t, sbID, sbCfg, rtContainerConfig("app"))
+	env.startContainer(t, cid)
+	host.addProcess(t, cid, env.inspect(t, cid).Pid, 3500000)
+	ctx := context.Background()
+	stats := func() *runtimeapi.ContainerStats {
+		t.Helper()
+		resp, err := env.svc.ListContainerStats(ctx, &runtimeapi.ListContainerStatsRequest{})
+		assert.NilError(t, err)
+		assert.Assert(t, is.Len(resp.Stats, 1))
+		return resp.Stats[0]
+	}
+	st := stats()
+	assert.Check(t, is.Equal(st.GetCpu().GetUsageCoreNanoSeconds().GetValue(), uint64(3_500_000_000)))
+	assert.Check(t, is.Equal(st.GetMemory().GetUsageBytes().GetValue(), uint64(1048576)))
+	assert.Check(t, is.Equal(st.GetMemory().GetWorkingSetBytes().GetValue(), uint64(1048576)))
+	assert.Check(t, is.Equal(st.GetMemory().GetRssBytes().GetValue(), uint64(524288)))
+	inspects, engineStats := env.engine.Calls("InspectContainer"), env.engine.Calls("ContainerStats")
+	for range 3 {
+		stats()
+	}
+	assert.Check(t, is.Equal(env.engine.Calls("InspectContainer"), inspects), "the pid is remembered")
+	assert.Check(t, is.Equal(env.engine.Calls("ContainerStats"), engineStats), "no engine stats call")
+
+	// Restarted: a new process; the old pid is no longer in the container's cgroup.
+	assert.NilError(t, stopContainer(env, cid, 0))
+	env.startContainer(t, cid)
+	newPid := env.inspect(t, cid).Pid
+	host.write(t, "proc/"+strconv.Itoa(env.svc.mustPid(t, cid))+"/cgroup", "0::/system.slice/other.scope\n")
+	host.addProcess(t, cid, newPid, 7000000)
+	assert.Check(t, is.Equal(stats().GetCpu().GetUsageCoreNanoSeconds().GetValue(), uint64(7_000_000_000)))
+
+	// Not readable here: the engine answers.
+	env.engine.SetStats(cid, rtSample(3, time.Unix(1700000000, 5)))
+	assert.NilError(t, os.RemoveAll(filepath.Join(host.root, "sys/fs/cgroup/docker", cid)))
+	assert.Check(t, is.Equal(stats().GetCpu().GetUsageCoreNanoSeconds().GetValue(), uint64(3000)))
+
+	// The engine on another host: its pid is no process here, or another one.
+	for _, cgroupFile := range []string{"", "0::/system.slice/sshd.service\n"} {
+		pid := env.inspect(t, cid).Pid
+		assert.NilError(t, os.RemoveAll(filepath.Join(host.root, "proc", strconv.Itoa(pid))))
+		if cgroupFile != "" {
+			host.write(t, "proc/"+strconv.Itoa(pid)+"/cgroup", cgroupFile)
+		}
+		assert.Check(t, is.Equal(stats().GetCpu().GetUsageCoreNanoSeconds().GetValue(), uint64(3000)), "not left out")
+	}
+}
+
+// mustPid is the pid s remembers for container id.
+func (s *Service) mustPid(t *testing.T, id string) int {
+	t.Helper()
+	pid, ok := s.pids.get(id)
+	assert.Assert(t, ok, "no pid remembered for %s", id)
+	return pid
 }

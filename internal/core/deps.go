@@ -127,6 +127,9 @@ type MetricsCollector interface {
 	Collect(t stats.Target, now time.Time) ([]*runtimeapi.Metric, error)
 	// PodNetwork returns the network counters of a pod's namespace.
 	PodNetwork(t stats.Target, now time.Time) ([]*runtimeapi.Metric, error)
+	// Usage reads container id's CPU and memory usage from the cgroup of its process
+	// pid; NotFound when pid is gone or is not that container's.
+	Usage(pid int, id string, now time.Time) (stats.Usage, error)
 }
 
 // NRI relays pod and container lifecycle events to NRI plugins (implemented by

@@ -2,37 +2,47 @@ package core
 
 import "sync"
 
-// maxIDs bounds an idSet: past it the set starts over. What a set remembers only
-// saves engine calls (see Service.tornDown and Service.created), so forgetting is
-// always safe; the bound keeps IDs of containers removed behind our back from
-// piling up.
+// maxIDs bounds an idSet or idMap: past it the set starts over. What one remembers
+// only saves engine calls (see Service.tornDown, Service.created and Service.pids), so
+// forgetting is always safe; the bound keeps IDs of containers removed behind our
+// back from piling up.
 const maxIDs = 10000
 
-// idSet is a set of engine container IDs, safe for concurrent use.
-type idSet struct {
+// idMap maps engine container IDs to values, safe for concurrent use.
+type idMap[V any] struct {
 	mu  sync.Mutex
-	ids map[string]struct{}
+	ids map[string]V
 }
 
-func (t *idSet) add(id string) {
+func (t *idMap[V]) set(id string, v V) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.ids == nil || len(t.ids) >= maxIDs {
-		t.ids = map[string]struct{}{}
+		t.ids = map[string]V{}
 	}
-	t.ids[id] = struct{}{}
+	t.ids[id] = v
 }
 
-func (t *idSet) has(id string) bool {
+func (t *idMap[V]) get(id string) (V, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	_, ok := t.ids[id]
-	return ok
+	v, ok := t.ids[id]
+	return v, ok
 }
 
 // forget drops id (its container is removed).
-func (t *idSet) forget(id string) {
+func (t *idMap[V]) forget(id string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	delete(t.ids, id)
+}
+
+// idSet is a set of engine container IDs, safe for concurrent use.
+type idSet struct{ idMap[struct{}] }
+
+func (t *idSet) add(id string) { t.set(id, struct{}{}) }
+
+func (t *idSet) has(id string) bool {
+	_, ok := t.get(id)
+	return ok
 }

@@ -61,6 +61,11 @@ type Service struct {
 	// of the network. After a restart nothing is remembered, and every teardown runs
 	// in full.
 	tornDown *idSet
+	// pids are the init processes of running containers, by ID, learnt from an
+	// inspect: stats read their cgroups (Deps.Metrics) without an engine call. A pid
+	// is checked to be in the container's cgroup at each read (the kernel reuses pids)
+	// and asked again when it is not.
+	pids *idMap[int]
 	// created are the Kubernetes containers (not sandboxes) this process created, by
 	// full ID. An engine ID names one container for good, so StopContainer and
 	// RemoveContainer of such an ID skip the inspect that tells what it names (one
@@ -75,7 +80,7 @@ type Service struct {
 // New returns a Service with the settings cfg over the parts deps.
 func New(cfg Config, deps Deps) *Service {
 	return &Service{cfg: cfg, deps: deps, log: logctx.OrDiscard(deps.Log), info: &infoCache{}, tornDown: &idSet{}, created: &idSet{},
-		nriState: newNRIState()}
+		pids: &idMap[int]{}, nriState: newNRIState()}
 }
 
 // timed runs step as the phase name of the request in ctx (logctx.Time): the work

@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -15,7 +16,10 @@ import (
 )
 
 // containerStats samples a container; a container that is not running gets its
-// attributes only.
+// attributes only. With Deps.Metrics (the engine runs on this host) CPU and memory
+// come from the container's cgroup, as kubelet's cadvisor reads them: no engine call
+// once the container's pid is known. Where the cgroup cannot be read they come from
+// the engine's stats.
 func (s *Service) containerStats(ctx context.Context, c docker.Container, md *runtimeapi.ContainerMetadata) (*runtimeapi.ContainerStats, docker.ContainerStats, error) {
 	labels, annotations := splitLabels(c.Labels)
 	out := &runtimeapi.ContainerStats{Attributes: &runtimeapi.ContainerAttributes{
@@ -24,13 +28,63 @@ func (s *Service) containerStats(ctx context.Context, c docker.Container, md *ru
 	if c.State != docker.StateRunning {
 		return out, docker.ContainerStats{}, nil
 	}
-	st, err := s.deps.Docker.ContainerStats(ctx, c.ID)
+	st, err := s.cgroupStats(ctx, c.ID)
 	if err != nil {
-		return nil, st, fmt.Errorf("stats of container %s: %w", c.ID, err)
+		if cerrdefs.IsNotFound(err) {
+			return nil, st, err
+		}
+		s.logger(ctx).WithError(err).WithField("container", c.ID).Debug("container stats from the engine: its cgroup cannot be read here")
+		if st, err = s.deps.Docker.ContainerStats(ctx, c.ID); err != nil {
+			return nil, st, fmt.Errorf("stats of container %s: %w", c.ID, err)
+		}
 	}
 	out.Cpu = cpuUsage(st)
 	out.Memory = memoryUsage(st)
 	return out, st, nil
+}
+
+// errNoCgroup says that stats cannot be read from cgroups here (no Deps.Metrics).
+var errNoCgroup = errors.New("no cgroup reader")
+
+// cgroupStats reads running container id's usage from its cgroup: its pid from
+// s.pids, else from an inspect (once more when the remembered one is no longer the
+// container's). NotFound: the container is gone or stopped.
+func (s *Service) cgroupStats(ctx context.Context, id string) (docker.ContainerStats, error) {
+	if s.deps.Metrics == nil {
+		return docker.ContainerStats{}, errNoCgroup
+	}
+	pid, known := s.pids.get(id)
+	for range 2 {
+		if !known {
+			d, err := s.deps.Docker.InspectContainer(ctx, id)
+			if err != nil {
+				return docker.ContainerStats{}, fmt.Errorf("inspect container %s: %w", id, err)
+			}
+			if d.State != docker.StateRunning || d.Pid <= 0 {
+				s.pids.forget(id)
+				return docker.ContainerStats{}, fmt.Errorf("container %s is not running: %w", id, cerrdefs.ErrNotFound)
+			}
+			pid = d.Pid
+			s.pids.set(id, pid)
+		}
+		u, err := s.deps.Metrics.Usage(pid, id, time.Now())
+		if err == nil {
+			return docker.ContainerStats{Timestamp: u.Timestamp, CPUUsageNanos: u.CPUUsageNanos, MemoryUsageBytes: u.MemoryUsageBytes,
+				MemoryWorkingSetBytes: u.MemoryWorkingSetBytes, MemoryRSSBytes: u.MemoryRSSBytes, PageFaults: u.PageFaults,
+				MajorPageFaults: u.MajorPageFaults, Pids: u.Pids}, nil
+		}
+		s.pids.forget(id)
+		switch {
+		case !cerrdefs.IsNotFound(err):
+			return docker.ContainerStats{}, err
+		case !known:
+			// The engine says it runs as pid, and pid is not in its cgroup here: the
+			// engine is on another host (or in another pid namespace).
+			return docker.ContainerStats{}, fmt.Errorf("the process of running container %s is not on this host: %s", id, err)
+		}
+		known = false // restarted since, or the pid was reused: ask the engine
+	}
+	return docker.ContainerStats{}, fmt.Errorf("container %s: no process in its cgroup", id)
 }
 
 // leaveOut decides what err, met sampling one item (a container or a pod sandbox,

@@ -16,7 +16,7 @@ import (
 )
 
 // tree writes files (path relative to root -> content) below root.
-func tree(t *testing.T, root string, files map[string]string) {
+func tree(t testing.TB, root string, files map[string]string) {
 	t.Helper()
 	for p, content := range files {
 		full := filepath.Join(root, p)
@@ -27,7 +27,7 @@ func tree(t *testing.T, root string, files map[string]string) {
 
 // fakeProcess makes /proc/<pid> with threads tasks and fds open files of which
 // sockets are sockets.
-func fakeProcess(t *testing.T, root string, pid, threads, fds, sockets int, cgroupFile string) {
+func fakeProcess(t testing.TB, root string, pid, threads, fds, sockets int, cgroupFile string) {
 	t.Helper()
 	dir := filepath.Join(root, "proc", strconv.Itoa(pid))
 	tree(t, dir, map[string]string{
@@ -59,7 +59,7 @@ const (
 )
 
 // v2Tree is a cgroup v2 host with one container (pids 100 and 101) in v2Cgroup.
-func v2Tree(t *testing.T) string {
+func v2Tree(t testing.TB) string {
 	root := t.TempDir()
 	cg := "sys/fs/cgroup" + v2Cgroup + "/"
 	tree(t, root, map[string]string{
@@ -93,7 +93,7 @@ func v2Tree(t *testing.T) string {
 
 // v1Tree is a cgroup v1 host (hybrid: PSI in the unified hierarchy) with one
 // container (pids 200 and 201) in /docker/abc.
-func v1Tree(t *testing.T) string {
+func v1Tree(t testing.TB) string {
 	root := t.TempDir()
 	c := func(ctrl string) string { return "sys/fs/cgroup/" + ctrl + "/docker/abc/" }
 	tree(t, root, map[string]string{
