@@ -80,7 +80,7 @@ func (s *Service) cgroupStats(ctx context.Context, id string) (docker.ContainerS
 		case !known:
 			// The engine says it runs as pid, and pid is not in its cgroup here: the
 			// engine is on another host (or in another pid namespace).
-			return docker.ContainerStats{}, fmt.Errorf("the process of running container %s is not on this host: %s", id, err)
+			return docker.ContainerStats{}, fmt.Errorf("the process of running container %s is not on this host: %s", id, err.Error()) // not NotFound: the engine answers
 		}
 		known = false // restarted since, or the pid was reused: ask the engine
 	}
