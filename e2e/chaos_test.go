@@ -194,6 +194,9 @@ func waitAllPinned(t *testing.T, s *shim, pinned map[string]string) {
 				return poll.Continue("image pinned by %s (%s) not listed pinned yet", source, id)
 			}
 		}
+		if unread := s.preloadUnread(t); len(unread) > 0 {
+			return poll.Continue("preload files %v not read yet", unread)
+		}
 		return poll.Success()
 	}, poll.WithTimeout(90*time.Second), poll.WithDelay(100*time.Millisecond))
 }

@@ -328,6 +328,21 @@ func (s *shim) waitServing(t testing.TB) {
 	}
 }
 
+// preloadUnread names the preload files present at start that our binary has not
+// read yet: meanwhile it lists every image pinned, which says nothing of an image's
+// own pins. Nil for another binary.
+func (s *shim) preloadUnread(t testing.TB) []string {
+	t.Helper()
+	if s.binary != env.binary {
+		return nil
+	}
+	var info struct {
+		Unread []string `json:"preloadUnread"`
+	}
+	s.pinningInfo(t, &info)
+	return info.Unread
+}
+
 // pinningInfo decodes our binary's pinning state (verbose Status' "pinning", crictl
 // info's .pinning) into out.
 func (s *shim) pinningInfo(t testing.TB, out any) {
@@ -465,6 +480,9 @@ func waitListPinned(t *testing.T, s *shim, id string, want bool) {
 		}
 		if got[id] != want {
 			return poll.Continue("image %s pinned=%v, want %v", id, got[id], want)
+		}
+		if unread := s.preloadUnread(t); want && len(unread) > 0 {
+			return poll.Continue("preload files %v not read yet", unread)
 		}
 		return poll.Success()
 	}, poll.WithTimeout(30*time.Second), poll.WithDelay(100*time.Millisecond))

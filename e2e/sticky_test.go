@@ -401,7 +401,7 @@ func TestStickyPreloaded(t *testing.T) {
 	s.stop(t)
 
 	assert.NilError(t, os.Remove(filepath.Join(dir, "sticky.tar")))
-	s = startShim(t, "--restore-pinned-images=true", "--preload-images-dir", dir)
+	s = startShim(t, "--restore-pinned-images=true", "--preload-images-dir", dir, "--cri-dockerd-root-directory", s.root) // a restart
 	waitListPinned(t, s, id, false)
 	if env.store == "containerd" {
 		waitLeased(t, s, id, false)
@@ -462,7 +462,7 @@ func TestStickyLeaseSurvivesRestarts(t *testing.T) {
 	_, ok = leased(t, s)[a]
 	assert.Check(t, ok, "the lease outlives an engine restart")
 
-	s = startShim(t, "--restore-pinned-images=true", "--pinned-images", "e2e/sticky-keep-b:1")
+	s = startShim(t, "--restore-pinned-images=true", "--pinned-images", "e2e/sticky-keep-b:1", "--cri-dockerd-root-directory", s.root)
 	waitLeased(t, s, b, true)
 	waitLeased(t, s, a, false)
 	pins, err := s.listPinned(context.Background())
@@ -510,7 +510,7 @@ func TestStickyPreloadedContentGone(t *testing.T) {
 	}, poll.WithTimeout(30*time.Second), poll.WithDelay(200*time.Millisecond))
 
 	start := time.Now()
-	s = startShim(t, "--restore-pinned-images=true", "--preload-images-dir", dir)
+	s = startShim(t, "--restore-pinned-images=true", "--preload-images-dir", dir, "--cri-dockerd-root-directory", s.root)
 	waitListPinned(t, s, id, true)
 	waitLeased(t, s, id, true)
 	t.Logf("STICKY store=%s: preloaded image with its content gone loaded again %v after our start", env.store, time.Since(start).Round(time.Millisecond))
