@@ -219,7 +219,7 @@ type shim struct {
 	img      runtimeapi.ImageServiceClient
 	root     string // its --cri-dockerd-root-directory (the last one its flags name)
 	// lease is our binary's sticky lease (verbose Status' sticky.lease, named after its
-	// root directory), read once it serves.
+	// root directory), once leaseOf read it.
 	lease string
 }
 
@@ -317,7 +317,14 @@ func (s *shim) waitServing(t testing.TB) {
 		}
 		return poll.Success()
 	}, poll.WithTimeout(30*time.Second), poll.WithDelay(100*time.Millisecond))
-	if s.binary == env.binary && s.lease == "" {
+}
+
+// leaseOf is our binary's sticky lease, read from its verbose Status the first time
+// (not at start: a Status call fills the engine info cache that outage tests must
+// find cold).
+func (s *shim) leaseOf(t testing.TB) string {
+	t.Helper()
+	if s.lease == "" {
 		var info struct {
 			Sticky struct {
 				Lease string `json:"lease"`
@@ -326,6 +333,7 @@ func (s *shim) waitServing(t testing.TB) {
 		s.pinningInfo(t, &info)
 		s.lease = info.Sticky.Lease
 	}
+	return s.lease
 }
 
 // preloadUnread names the preload files present at start that our binary has not

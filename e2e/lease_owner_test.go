@@ -24,8 +24,8 @@ func TestTwoInstancesOneEngine(t *testing.T) {
 	a, b := stickyImage(t, "e2e/owner-a:1"), stickyImage(t, "e2e/owner-b:1")
 	sa := startShim(t, "--restore-pinned-images=true", "--pinned-images", "e2e/owner-a:1")
 	sb := startShim(t, "--restore-pinned-images=true", "--pinned-images", "e2e/owner-b:1")
-	assert.Assert(t, sa.lease != sb.lease, "one lease per instance: %s", sa.lease)
-	assert.Check(t, strings.HasPrefix(sa.lease, "dockpin.pinned."), sa.lease)
+	assert.Assert(t, sa.leaseOf(t) != sb.leaseOf(t), "one lease per instance: %s", sa.leaseOf(t))
+	assert.Check(t, strings.HasPrefix(sa.leaseOf(t), "dockpin.pinned."), sa.leaseOf(t))
 	waitLeased(t, sa, a, true)
 	waitLeased(t, sb, b, true)
 	end := time.Now().Add(time.Duration(envInt("E2E_TWO_INSTANCES_SECONDS", 60)) * time.Second)
@@ -43,7 +43,7 @@ func TestTwoInstancesOneEngine(t *testing.T) {
 		}{{sa, a}, {sb, b}} {
 			waitImage(t, c.id)
 			_, mine := leased(t, c.s)[c.id]
-			assert.Check(t, mine, "%s's lease lost its own image", c.s.lease)
+			assert.Check(t, mine, "%s's lease lost its own image", c.s.leaseOf(t))
 		}
 		_, crossA := leased(t, sa)[b]
 		_, crossB := leased(t, sb)[a]
@@ -52,7 +52,7 @@ func TestTwoInstancesOneEngine(t *testing.T) {
 	}
 	waitListPinned(t, sa, a, true)
 	waitListPinned(t, sb, b, true)
-	t.Logf("two instances, leases %s and %s: %d prunes, each image restored from its own lease every time", sa.lease, sb.lease, prunes)
+	t.Logf("two instances, leases %s and %s: %d prunes, each image restored from its own lease every time", sa.leaseOf(t), sb.leaseOf(t), prunes)
 }
 
 // waitImage waits until the engine has the image id again.
@@ -74,7 +74,7 @@ func TestPinningOffFreesContent(t *testing.T) {
 	id := stickyImage(t, "e2e/off-frees:1")
 	s := startShim(t, "--restore-pinned-images=true", "--pinned-images", "e2e/off-frees:1")
 	waitLeased(t, s, id, true)
-	lease := s.lease
+	lease := s.leaseOf(t)
 	s.stop(t)
 
 	off := startShim(t, "--cri-dockerd-root-directory", s.root, "--pin-from-containerd-labels=false", "--pinned-images", "e2e/off-frees:1")

@@ -95,7 +95,7 @@ func TestPinsRelease(t *testing.T) {
 	code, out := runOurs(t, "pins", "release", "--docker-endpoint", env.dockerHost, "--containerd-address", containerdSocket(),
 		"--cri-dockerd-root-directory", s.root)
 	assert.Equal(t, code, 0, out)
-	assert.Check(t, is.Contains(out, "lease "+s.lease+" deleted"))
+	assert.Check(t, is.Contains(out, "lease "+s.leaseOf(t)+" deleted"))
 	assert.Check(t, is.Len(leased(t, s), 0))
 
 	// Released: the engine frees the image's content when it is deleted.

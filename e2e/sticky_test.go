@@ -94,7 +94,7 @@ func leased(t *testing.T, s *shim) map[string]int64 {
 	defer conn.Close()
 	ctx, cancel := ctrdCall()
 	defer cancel()
-	resp, err := leasesapi.NewLeasesClient(conn).ListResources(ctx, &leasesapi.ListResourcesRequest{ID: s.lease})
+	resp, err := leasesapi.NewLeasesClient(conn).ListResources(ctx, &leasesapi.ListResourcesRequest{ID: s.leaseOf(t)})
 	out := map[string]int64{}
 	if status.Code(err) == codes.NotFound {
 		return out // not taken yet (the first reconcile waits for the preload files) or deleted: holds nothing
@@ -242,7 +242,7 @@ func TestStickyRestoreContainerd(t *testing.T) {
 	}
 	waitSynced(t, s) // the records are remembered
 	l := leased(t, s)
-	t.Logf("STICKY lease %s holds %d blobs, %d bytes (status: %d blobs, %d bytes)", s.lease, len(l), leasedBytes(l),
+	t.Logf("STICKY lease %s holds %d blobs, %d bytes (status: %d blobs, %d bytes)", s.leaseOf(t), len(l), leasedBytes(l),
 		s.sticky(t).State.LeasedBlobs, s.sticky(t).State.LeasedBytes)
 
 	filter := "label=" + stickyLabel + "=1"
@@ -491,7 +491,7 @@ func TestStickyPreloadedContentGone(t *testing.T) {
 	waitSynced(t, s)
 	s.stop(t)
 
-	ctr(t, "leases", "delete", s.lease)
+	ctr(t, "leases", "delete", s.leaseOf(t))
 	docker(t, "rmi", "e2e/sticky-gone:1")
 	// The engine keeps a deleted image's content under a lease of its own until a prune
 	// (label moby/prune.images); a node whose content is gone has lost those as well.
