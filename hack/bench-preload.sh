@@ -8,7 +8,7 @@
 # the bundle is read, until the known pin is leased, until all is loaded and pinned; refusals; peak RSS
 # (BenchmarkPreloadFirstStartBundleE2E; needs about 3x the bundle's size free on the engine's disk and /tmp).
 # Usage: CRI_DOCKERD_BIN=_output/cri-dockerd [PRELOAD_BASELINE_REV=main] [BENCH_STORES="classic containerd"]
-#        [BENCH_BUNDLE_MB=5120] hack/bench-preload.sh
+#        [BENCH_BUNDLE_MB=5120 (0 skips it)] [BENCH_PRELOAD_RESTART=0 (skips the restart part)] hack/bench-preload.sh
 set -euo pipefail
 # shellcheck source=hack/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -29,8 +29,10 @@ fi
 hold_e2e_lock
 for store in ${BENCH_STORES:-classic containerd}; do
   log "bench: image store $store"
-  E2E_STORE=$store CRI_DOCKERD_BIN=$CRI_DOCKERD_BIN \
-    go test -tags e2e -count=1 -timeout 90m -run '^$' -bench 'PreloadRestartE2E' -benchtime "${BENCH_TIME:-3x}" ./e2e/
+  if [[ ${BENCH_PRELOAD_RESTART:-1} != 0 ]]; then
+    E2E_STORE=$store CRI_DOCKERD_BIN=$CRI_DOCKERD_BIN \
+      go test -tags e2e -count=1 -timeout 90m -run '^$' -bench 'PreloadRestartE2E' -benchtime "${BENCH_TIME:-3x}" ./e2e/
+  fi
   if [[ ${BENCH_BUNDLE_MB:-5120} != 0 ]]; then
     E2E_STORE=$store CRI_DOCKERD_BIN=$CRI_DOCKERD_BIN BENCH_BUNDLE_MB=${BENCH_BUNDLE_MB:-5120} \
       go test -tags e2e -count=1 -timeout 120m -run '^$' -bench 'PreloadFirstStartBundleE2E' -benchtime 1x -v ./e2e/
