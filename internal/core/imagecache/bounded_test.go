@@ -60,15 +60,16 @@ func waitState(t *testing.T, c *Cache, state, reason string) {
 	}, poll.WithTimeout(10*time.Second), poll.WithDelay(time.Millisecond))
 }
 
-// A hung engine call the cache makes on its own fails at CallTimeout: the cache falls
-// back to the engine and is live again once the engine answers.
+// A hung engine call the cache makes on its own fails at CallTimeout (a full list at
+// ListTimeout): the cache falls back to the engine and is live again once the engine
+// answers.
 func TestCacheEngineCallsHaveDeadlines(t *testing.T) {
 	for _, method := range []string{"Ping", "ListImages", "InspectImage"} { // InspectImage: behind a replayed event
 		t.Run(method, func(t *testing.T) {
 			fake := dockertest.New()
 			fake.AddImage(img(1, "a:1"))
 			cfg := fastConfig()
-			cfg.CallTimeout = 100 * time.Millisecond
+			cfg.CallTimeout, cfg.ListTimeout = 100*time.Millisecond, 100*time.Millisecond
 			cfg.EventReplay = time.Hour        // every session replays image 1's events
 			reached := hold(fake, method, nil) // never released: hung
 			c := startCache(t, fake, cfg)
@@ -83,7 +84,7 @@ func TestCacheEngineCallsHaveDeadlines(t *testing.T) {
 
 func TestCacheDiskUsageRecomputationHasADeadline(t *testing.T) {
 	cfg := fastConfig()
-	cfg.CallTimeout = 100 * time.Millisecond
+	cfg.ListTimeout = 100 * time.Millisecond
 	fake, c := startFilled(t, cfg, img(100, "a:1"))
 	ctx := request(t)
 	_, err := c.ImageFsUsage(ctx)
@@ -107,6 +108,25 @@ func TestCacheDiskUsageRecomputationHasADeadline(t *testing.T) {
 		}
 		return poll.Success()
 	}, poll.WithTimeout(10*time.Second), poll.WithDelay(5*time.Millisecond))
+}
+
+// A full list slower than CallTimeout (10,000 images on the containerd store take
+// the engine over 30 s) still fills the cache: lists are bounded by ListTimeout.
+func TestCacheSlowListStillFills(t *testing.T) {
+	fake := dockertest.New()
+	fake.AddImage(img(1, "a:1"))
+	cfg := fastConfig()
+	cfg.CallTimeout, cfg.ListTimeout = 20*time.Millisecond, time.Minute
+	release := make(chan struct{})
+	reached := hold(fake, "ListImages", release)
+	c := startCache(t, fake, cfg)
+	<-reached
+	time.Sleep(10 * cfg.CallTimeout) // the list outlives CallTimeout
+	info := c.CacheInfo()
+	assert.Check(t, info["state"] != "fallback", "the list was given up: %v (%v)", info["state"], info["fallbackReason"])
+	close(release)
+	waitState(t, c, "live", "")
+	waitConsistent(t, c, fake)
 }
 
 // While the first fill is under way (a slow engine list), requests are answered by

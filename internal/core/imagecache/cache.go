@@ -32,18 +32,23 @@ type Config struct {
 	// before it is recomputed in the background.
 	FsUsageMaxAge time.Duration
 	// CallTimeout bounds each engine call the cache makes on its own (the ping before
-	// subscribing, the full lists of fills and resyncs, the inspects behind events, disk
-	// usage recomputation), so that a hung engine cannot wedge it: the call fails, the
-	// cache answers from the engine and starts over. It must exceed the time the engine
-	// takes to list every image (seconds with the containerd store). Calls made for a
-	// request use the request's deadline instead; the event stream itself lives as long
-	// as its session.
+	// subscribing, the inspects behind events), so that a hung engine cannot wedge it:
+	// the call fails, the cache answers from the engine and starts over. Calls made for
+	// a request use the request's deadline instead; the event stream itself lives as
+	// long as its session.
 	CallTimeout time.Duration
+	// ListTimeout bounds the calls whose cost grows with the number of images: the
+	// full lists of fills and resyncs and the disk usage recomputation. It must exceed
+	// the time the engine takes for them: seconds usually, over 30 s with 10,000 images
+	// on the containerd store. Meanwhile the cache answers from the engine (a fill) or
+	// from its index (a resync, the disk usage), so a long bound wedges nothing.
+	ListTimeout time.Duration
 }
 
 // DefaultConfig returns the defaults.
 func DefaultConfig() Config {
-	return Config{ResyncInterval: 5 * time.Minute, RetryInterval: time.Second, EventReplay: 5 * time.Second, SettleDelay: time.Second, FsUsageMaxAge: time.Minute, CallTimeout: 30 * time.Second}
+	return Config{ResyncInterval: 5 * time.Minute, RetryInterval: time.Second, EventReplay: 5 * time.Second, SettleDelay: time.Second, FsUsageMaxAge: time.Minute, CallTimeout: 30 * time.Second,
+		ListTimeout: 10 * time.Minute}
 }
 
 // Validate reports values the cache cannot use; zero values mean the defaults
@@ -52,6 +57,7 @@ func (c Config) Validate() error {
 	for name, d := range map[string]time.Duration{
 		"resync interval": c.ResyncInterval, "retry interval": c.RetryInterval, "event replay": c.EventReplay,
 		"settle delay": c.SettleDelay, "disk usage max age": c.FsUsageMaxAge, "call timeout": c.CallTimeout,
+		"list timeout": c.ListTimeout,
 	} {
 		if d < 0 {
 			return fmt.Errorf("image cache %s %s is negative: %w", name, d, cerrdefs.ErrInvalidArgument)
@@ -65,7 +71,7 @@ func (c Config) withDefaults() Config {
 	def := DefaultConfig()
 	for _, f := range []struct{ v, def *time.Duration }{
 		{&c.ResyncInterval, &def.ResyncInterval}, {&c.RetryInterval, &def.RetryInterval}, {&c.SettleDelay, &def.SettleDelay},
-		{&c.FsUsageMaxAge, &def.FsUsageMaxAge}, {&c.CallTimeout, &def.CallTimeout},
+		{&c.FsUsageMaxAge, &def.FsUsageMaxAge}, {&c.CallTimeout, &def.CallTimeout}, {&c.ListTimeout, &def.ListTimeout},
 	} {
 		if *f.v <= 0 {
 			*f.v = *f.def
@@ -133,6 +139,11 @@ func (c *Cache) live() bool {
 // bounded returns the context for one engine call the cache makes on its own.
 func (c *Cache) bounded(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(ctx, c.cfg.CallTimeout)
+}
+
+// boundedList is bounded for a call whose cost grows with the images (ListTimeout).
+func (c *Cache) boundedList(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, c.cfg.ListTimeout)
 }
 
 // Run fills the index and keeps it current until ctx ends, re-establishing the event
@@ -227,12 +238,12 @@ func (c *Cache) session(ctx context.Context) error {
 	}
 }
 
-// resync replaces the index with the engine's full list, within CallTimeout, keeping
+// resync replaces the index with the engine's full list, within ListTimeout, keeping
 // what events applied while it was taken changed (see index).
 func (c *Cache) resync(ctx context.Context) error {
 	start := c.idx.begin()
 	defer c.idx.end(start)
-	ctx, cancel := c.bounded(ctx)
+	ctx, cancel := c.boundedList(ctx)
 	defer cancel()
 	imgs, err := c.Client.ListImages(ctx)
 	if err != nil {

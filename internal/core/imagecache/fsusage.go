@@ -75,9 +75,9 @@ func (c *Cache) startRefreshLocked(runCtx context.Context) {
 	go c.refreshFsUsage(runCtx, c.fs.inflight)
 }
 
-// refreshFsUsage recomputes the usage in the background, within CallTimeout.
+// refreshFsUsage recomputes the usage in the background, within ListTimeout.
 func (c *Cache) refreshFsUsage(runCtx context.Context, done chan struct{}) {
-	ctx, cancel := c.bounded(runCtx)
+	ctx, cancel := c.boundedList(runCtx)
 	defer cancel()
 	if _, err := c.fetchFsUsage(ctx); err != nil && runCtx.Err() == nil {
 		c.log.WithError(err).Warn("image cache: could not recompute image disk usage; serving the last value")
