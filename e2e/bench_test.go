@@ -192,17 +192,7 @@ func BenchmarkCacheRSSE2E(b *testing.B) {
 // rssKiB reads VmRSS of pid.
 func rssKiB(b *testing.B, pid int) int {
 	b.Helper()
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	assert.NilError(b, err)
-	for _, line := range strings.Split(string(raw), "\n") {
-		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
-			kb, err := strconv.Atoi(f[1])
-			assert.NilError(b, err)
-			return kb
-		}
-	}
-	b.Fatal("no VmRSS")
-	return 0
+	return procStatusKiB(b, pid, "VmRSS:")
 }
 
 // BenchmarkImageFsInfoE2E times ImageFsInfo (what kubelet's eviction manager and its

@@ -25,6 +25,15 @@ type cgroup struct {
 
 // cgroupOf locates pid's cgroups from /proc/<pid>/cgroup.
 func (c *Collector) cgroupOf(pid int) (*cgroup, error) {
+	b, err := c.procCgroup(pid)
+	if err != nil {
+		return nil, err
+	}
+	return c.parseCgroup(b), nil
+}
+
+// procCgroup reads /proc/<pid>/cgroup; NotFound when the process is gone.
+func (c *Collector) procCgroup(pid int) ([]byte, error) {
 	b, err := os.ReadFile(c.proc(pid, "cgroup"))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("process %d is gone: %w", pid, cerrdefs.ErrNotFound)
@@ -32,8 +41,13 @@ func (c *Collector) cgroupOf(pid int) (*cgroup, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read cgroups of process %d: %w", pid, err)
 	}
+	return b, nil
+}
+
+// parseCgroup locates the cgroup directories of a /proc/<pid>/cgroup file's content b.
+func (c *Collector) parseCgroup(b []byte) *cgroup {
 	mnt := filepath.Join(c.root, "sys", "fs", "cgroup")
-	_, err = os.Stat(filepath.Join(mnt, "cgroup.controllers"))
+	_, err := os.Stat(filepath.Join(mnt, "cgroup.controllers"))
 	pureV2 := err == nil
 	cg := &cgroup{}
 	sc := bufio.NewScanner(bytes.NewReader(b))
@@ -72,7 +86,7 @@ func (c *Collector) cgroupOf(pid int) (*cgroup, error) {
 			cg.v1[ctrl] = dir
 		}
 	}
-	return cg, nil
+	return cg
 }
 
 func isDir(p string) bool {

@@ -3,7 +3,6 @@ package stats
 import (
 	"bytes"
 	"fmt"
-	"os"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -37,20 +36,14 @@ func (c *Collector) Usage(pid int, id string, now time.Time) (Usage, error) {
 	if pid <= 0 {
 		return Usage{}, fmt.Errorf("container %s has no process: %w", id, cerrdefs.ErrNotFound)
 	}
-	b, err := os.ReadFile(c.proc(pid, "cgroup"))
+	b, err := c.procCgroup(pid)
 	if err != nil {
-		if os.IsNotExist(err) {
-			return Usage{}, fmt.Errorf("process %d of container %s is gone: %w", pid, id, cerrdefs.ErrNotFound)
-		}
-		return Usage{}, fmt.Errorf("read cgroups of process %d: %w", pid, err)
+		return Usage{}, err
 	}
 	if !bytes.Contains(b, []byte(id)) {
 		return Usage{}, fmt.Errorf("process %d is not in a cgroup of container %s: %w", pid, id, cerrdefs.ErrNotFound)
 	}
-	cg, err := c.cgroupOf(pid)
-	if err != nil {
-		return Usage{}, err
-	}
+	cg := c.parseCgroup(b)
 	u := Usage{Timestamp: now}
 	if !cg.cpuUsage(&u) || !cg.memoryUsage(&u) {
 		return Usage{}, fmt.Errorf("container %s: cgroup files of process %d not readable", id, pid)
