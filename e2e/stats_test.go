@@ -87,3 +87,50 @@ func engineWorkingSet(t *testing.T, id string) uint64 {
 	}
 	return st.MemoryStats.Usage - min(st.MemoryStats.Usage, inactive)
 }
+
+// TestContainerWritableLayer: a container's stats report its writable layer, measured
+// in the background (a request never walks it): after the container writes 3 MiB,
+// WritableLayer grows by them within a measurement period, its timestamp is when it
+// was measured, and its filesystem is the engine's data root.
+func TestContainerWritableLayer(t *testing.T) {
+	pauseImage(t)
+	s := startShim(t, "--pod-infra-container-image", pauseRef, "--cri-dockerd-root-directory", filepath.Join(t.TempDir(), "root"))
+	pod := podConfig("layer")
+	podID := runPod(t, s, pod)
+	t.Cleanup(func() { stopAndRemovePod(t, s, podID) })
+	cid := startContainer(t, s, podID, pod, &runtimeapi.ContainerConfig{
+		Metadata: &runtimeapi.ContainerMetadata{Name: "writer"},
+		Image:    &runtimeapi.ImageSpec{Image: pauseRef},
+		Linux:    &runtimeapi.LinuxContainerConfig{},
+	})
+	ctx := context.Background()
+	layer := func() *runtimeapi.FilesystemUsage {
+		resp, err := s.rt.ContainerStats(ctx, &runtimeapi.ContainerStatsRequest{ContainerId: cid})
+		assert.NilError(t, err)
+		return resp.GetStats().GetWritableLayer()
+	}
+	waitLayer := func(atLeast uint64) *runtimeapi.FilesystemUsage {
+		t.Helper()
+		var got *runtimeapi.FilesystemUsage
+		poll.WaitOn(t, func(poll.LogT) poll.Result {
+			if got = layer(); got.GetUsedBytes().GetValue() < atLeast || got.GetInodesUsed().GetValue() == 0 {
+				return poll.Continue("writable layer %v, want at least %d bytes", got, atLeast)
+			}
+			return poll.Success()
+		}, poll.WithTimeout(60*time.Second), poll.WithDelay(500*time.Millisecond))
+		return got
+	}
+	before := waitLayer(0)
+	root := strings.TrimSpace(docker(t, "info", "--format", "{{.DockerRootDir}}"))
+	assert.Check(t, before.GetFsId().GetMountpoint() == root, "mountpoint %q, data root %q", before.GetFsId().GetMountpoint(), root)
+
+	out, err := s.rt.ExecSync(ctx, &runtimeapi.ExecSyncRequest{ContainerId: cid, Cmd: []string{"/citool", "fill", "/filled", "3145728"}, Timeout: 30})
+	assert.NilError(t, err)
+	assert.Equal(t, out.GetExitCode(), int32(0), string(out.GetStderr()))
+	written := time.Now()
+	after := waitLayer(before.GetUsedBytes().GetValue() + 3<<20)
+	assert.Check(t, after.GetInodesUsed().GetValue() > before.GetInodesUsed().GetValue(), "inodes %d then %d", before.GetInodesUsed().GetValue(), after.GetInodesUsed().GetValue())
+	assert.Check(t, time.Unix(0, after.GetTimestamp()).After(written), "the measurement's own time")
+	t.Logf("writable layer: %d bytes, %d inodes, then %d bytes, %d inodes", before.GetUsedBytes().GetValue(), before.GetInodesUsed().GetValue(),
+		after.GetUsedBytes().GetValue(), after.GetInodesUsed().GetValue())
+}

@@ -160,7 +160,11 @@ func run(opts *Options, log *logrus.Logger, hup <-chan os.Signal, wait engineWai
 		ImageVolumeSubpaths:       v.APIAtLeast("1.51"),
 		RefusePinnedRemoval:       opts.RestorePinnedImages,
 	}
-	deps := core.Deps{Pins: pins, Preload: pins, Checkpoints: checkpoints, Metrics: stats.NewCollector("/"), Log: log}
+	layers := stats.NewLayers("/", layerPeriod, log.WithField("component", "layers"))
+	layersCtx, stopLayers := context.WithCancel(context.Background())
+	defer stopLayers()
+	go layers.Run(layersCtx)
+	deps := core.Deps{Pins: pins, Preload: pins, Checkpoints: checkpoints, Metrics: stats.NewCollector("/"), Layers: layers, Log: log}
 	if opts.NetworkPlugin != "" { // "cni": Validate refused anything else
 		nw, err := network.New(opts.networkConfig(), log.WithField("component", "cni"))
 		if err != nil {
@@ -230,6 +234,10 @@ func run(opts *Options, log *logrus.Logger, hup <-chan os.Signal, wait engineWai
 		srv: srv, lis: lis, timeout: opts.requestTimeout(), hup: hup, reload: pins.ReloadLogged, failed: failed,
 	}, log)
 }
+
+// layerPeriod is how often each running container's writable layer is measured for
+// its stats (containerd's default stats_collect_period).
+const layerPeriod = 10 * time.Second
 
 // servedMetrics is the metrics registry and the server serving it on --metrics-address.
 type servedMetrics struct {

@@ -17,9 +17,11 @@ import (
 	"google.golang.org/protobuf/testing/protocmp"
 	"gotest.tools/v3/assert"
 	is "gotest.tools/v3/assert/cmp"
+	"gotest.tools/v3/poll"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/dockpin/cri-dockerd/internal/core/docker"
+	"github.com/dockpin/cri-dockerd/internal/core/stats"
 	"github.com/dockpin/cri-dockerd/internal/logctx"
 )
 
@@ -244,7 +246,47 @@ func TestContainerStatsFromCgroups(t *testing.T) {
 // mustPid is the pid s remembers for container id.
 func (s *Service) mustPid(t *testing.T, id string) int {
 	t.Helper()
-	pid, ok := s.pids.get(id)
+	p, ok := s.pids.get(id)
 	assert.Assert(t, ok, "no pid remembered for %s", id)
-	return pid
+	return p.pid
+}
+
+func TestContainerStatsWritableLayer(t *testing.T) {
+	env := newRTEnv(t)
+	host := newRTMetrics(t, env)
+	layers := stats.NewLayers(host.root, 20*time.Millisecond, logctx.Discard())
+	env.svc.deps.Layers = layers
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); layers.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	sbID, sbCfg := env.webSandbox(t)
+	cid := env.createContainer(t, sbID, sbCfg, rtContainerConfig("app"))
+	env.startContainer(t, cid)
+	pid := env.inspect(t, cid).Pid
+	host.addProcess(t, cid, pid, 1000)
+	host.write(t, "proc/"+strconv.Itoa(pid)+"/mountinfo",
+		"900 800 0:90 / / rw - overlay overlay rw,lowerdir=/l,upperdir=/snapshots/7/fs,workdir=/snapshots/7/work\n")
+	host.write(t, "snapshots/7/fs/var/log/app.log", string(make([]byte, 8192)))
+
+	layer := func() *runtimeapi.FilesystemUsage {
+		t.Helper()
+		resp, err := env.svc.ContainerStats(context.Background(), &runtimeapi.ContainerStatsRequest{ContainerId: cid})
+		assert.NilError(t, err)
+		return resp.GetStats().GetWritableLayer()
+	}
+	assert.Check(t, layer() == nil, "not measured yet: the request does not walk the layer")
+	poll.WaitOn(t, func(poll.LogT) poll.Result {
+		if l := layer(); l == nil {
+			return poll.Continue("no writable layer yet")
+		}
+		return poll.Success()
+	})
+	l := layer()
+	assert.Check(t, is.Equal(l.GetInodesUsed().GetValue(), uint64(4)), "fs, var, log, app.log")
+	assert.Check(t, l.GetUsedBytes().GetValue() >= 8192)
+	assert.Check(t, is.Equal(l.GetFsId().GetMountpoint(), env.dockerRoot), "the engine's data root, as ImageFsInfo")
+	assert.Check(t, l.GetTimestamp() <= time.Now().UnixNano() && l.GetTimestamp() > 0, "when it was measured")
+	assert.Check(t, is.Equal(env.engine.Calls("ContainerStats"), 0), "no engine stats call")
 }

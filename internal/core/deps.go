@@ -41,6 +41,9 @@ type Deps struct {
 	// Metrics reads the CRI metrics of containers and pods from the host; nil answers
 	// ListMetricDescriptors and ListPodSandboxMetrics Unimplemented.
 	Metrics MetricsCollector
+	// Layers measures containers' writable layers in the background for their stats'
+	// WritableLayer; nil leaves it out.
+	Layers LayerSizer
 	// NRI relays lifecycle events to NRI plugins and returns their adjustments; nil
 	// with --enable-nri=false.
 	NRI NRI
@@ -130,6 +133,16 @@ type MetricsCollector interface {
 	// Usage reads container id's CPU and memory usage from the cgroup of its process
 	// pid; NotFound when pid is gone or is not that container's.
 	Usage(pid int, id string, now time.Time) (stats.Usage, error)
+	// Interfaces reads the interfaces of process pid's network namespace.
+	Interfaces(pid int) ([]stats.Interface, error)
+}
+
+// LayerSizer measures the writable layers of running containers in the background
+// (implemented by stats.Layers).
+type LayerSizer interface {
+	// Get returns the last measurement of container id's writable layer, if any, and
+	// asks for the next: pid is its init process, upperDir the layer the engine names.
+	Get(id string, pid int, upperDir string, now time.Time) (stats.Layer, bool)
 }
 
 // NRI relays pod and container lifecycle events to NRI plugins (implemented by

@@ -17,10 +17,10 @@ import (
 // processes, filesystem and limits as its container metrics (upstream does not
 // implement it). Sandboxes and containers that stop meanwhile are left out.
 //
-// container_fs_usage_bytes is the size of the container's writable layer, which the
-// engine computes only when asked to list sizes: one such list of the running
-// kubernetes containers per call, so the engine walks their writable layers each
-// time kubelet collects.
+// container_fs_usage_bytes is the size of the container's writable layer: the last
+// background measurement (Deps.Layers), else what the engine computes when asked to
+// list sizes (one such list of the running kubernetes containers per call, so the
+// engine walks their writable layers each time kubelet collects).
 func (s *Service) ListPodSandboxMetrics(ctx context.Context, _ *runtimeapi.ListPodSandboxMetricsRequest) (*runtimeapi.ListPodSandboxMetricsResponse, error) {
 	if s.deps.Metrics == nil {
 		return nil, fmt.Errorf("metrics are not enabled: %w", cerrdefs.ErrNotImplemented)
@@ -32,7 +32,7 @@ func (s *Service) ListPodSandboxMetrics(ctx context.Context, _ *runtimeapi.ListP
 		return nil, fmt.Errorf("list pod sandboxes: %w", err)
 	}
 	containers, err := s.deps.Docker.ListContainers(ctx, docker.ContainerFilter{
-		Labels: map[string]string{labelContainerType: typeContainer}, Running: true, Size: true,
+		Labels: map[string]string{labelContainerType: typeContainer}, Running: true, Size: s.deps.Layers == nil,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("list containers: %w", err)
@@ -148,7 +148,12 @@ func (s *Service) metricsTarget(ctx context.Context, c docker.Container, pod *ru
 		},
 		FsPath: fsPath,
 	}
-	if c.SizeRw >= 0 {
+	switch {
+	case s.deps.Layers != nil:
+		if m, ok := s.deps.Layers.Get(c.ID, d.Pid, d.UpperDir, time.Now()); ok {
+			t.WritableBytes, t.WritableKnown = m.Bytes, true
+		}
+	case c.SizeRw >= 0:
 		t.WritableBytes, t.WritableKnown = uint64(c.SizeRw), true
 	}
 	return t, nil

@@ -14,26 +14,30 @@ import (
 // PodSandboxStats samples a sandbox: its containers, their sum, and the pod's network
 // interfaces (upstream does not implement it).
 func (s *Service) PodSandboxStats(ctx context.Context, req *runtimeapi.PodSandboxStatsRequest) (*runtimeapi.PodSandboxStatsResponse, error) {
-	st, err := s.sandboxStatsByID(ctx, req.GetPodSandboxId())
+	sb, err := s.sandboxInspect(ctx, req.GetPodSandboxId())
+	if err != nil {
+		return nil, err
+	}
+	if sb.State == docker.StateRunning && sb.Pid > 0 {
+		s.pids.set(sb.ID, proc{pid: sb.Pid, network: sb.NetworkMode})
+	}
+	cs, err := s.listContainers(ctx, &runtimeapi.ContainerFilter{PodSandboxId: sb.ID})
+	if err != nil {
+		return nil, err
+	}
+	st, err := s.sandboxStats(ctx, sb.Container, cs)
 	if err != nil {
 		return nil, err
 	}
 	return &runtimeapi.PodSandboxStatsResponse{Stats: st}, nil
 }
 
-// sandboxStatsByID samples sandbox id and its containers.
-func (s *Service) sandboxStatsByID(ctx context.Context, id string) (*runtimeapi.PodSandboxStats, error) {
-	sb, err := s.sandboxInspect(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	return s.sandboxStats(ctx, sb)
-}
-
-// sandboxStats samples a sandbox and its containers; a container removed meanwhile
-// is left out, any other failure fails the whole sample (its totals would be wrong).
-func (s *Service) sandboxStats(ctx context.Context, sb docker.ContainerDetails) (*runtimeapi.PodSandboxStats, error) {
-	md, err := sandboxMetadata(sb.Container)
+// sandboxStats samples sandbox sb and its containers cs. Like a container's, the
+// sandbox's usage comes from its cgroup, else from the engine. A container removed
+// meanwhile is left out; any other failure fails the whole sample (its totals would be
+// wrong). NotFound: the sandbox stopped meanwhile.
+func (s *Service) sandboxStats(ctx context.Context, sb docker.Container, cs []listedContainer) (*runtimeapi.PodSandboxStats, error) {
+	md, err := sandboxMetadata(sb)
 	if err != nil {
 		return nil, err
 	}
@@ -45,15 +49,25 @@ func (s *Service) sandboxStats(ctx context.Context, sb docker.ContainerDetails) 
 	if sb.State != docker.StateRunning {
 		return out, nil
 	}
-	total, err := s.deps.Docker.ContainerStats(ctx, sb.ID)
-	if err != nil {
-		return nil, fmt.Errorf("stats of pod sandbox %s: %w", sb.ID, err)
-	}
-	cs, err := s.listContainers(ctx, &runtimeapi.ContainerFilter{PodSandboxId: sb.ID})
-	if err != nil {
+	total, p, err := s.cgroupStats(ctx, sb.ID)
+	switch {
+	case cerrdefs.IsNotFound(err):
 		return nil, err
+	case err != nil:
+		s.logger(ctx).WithError(err).WithField("sandbox", sb.ID).Debug("pod sandbox stats from the engine: its cgroup cannot be read here")
+		if total, err = s.deps.Docker.ContainerStats(ctx, sb.ID); err != nil {
+			return nil, fmt.Errorf("stats of pod sandbox %s: %w", sb.ID, err)
+		}
+		d, err := s.deps.Docker.InspectContainer(ctx, sb.ID)
+		if err != nil {
+			return nil, fmt.Errorf("inspect pod sandbox %s: %w", sb.ID, err)
+		}
+		p = proc{pid: d.Pid, network: d.NetworkMode}
 	}
 	for _, c := range cs {
+		if c.engine.Labels[labelSandboxID] != sb.ID {
+			continue
+		}
 		st, sample, err := s.containerStats(ctx, c.engine, c.cri.GetMetadata())
 		if cerrdefs.IsNotFound(err) {
 			s.logger(ctx).WithError(err).WithField("container", c.engine.ID).Debug("leaving out a container that is gone from its pod's stats")
@@ -68,8 +82,8 @@ func (s *Service) sandboxStats(ctx context.Context, sb docker.ContainerDetails) 
 	out.Linux.Cpu = cpuUsage(total)
 	out.Linux.Memory = memoryUsage(total)
 	out.Linux.Process = &runtimeapi.ProcessUsage{Timestamp: total.Timestamp.UnixNano(), ProcessCount: &runtimeapi.UInt64Value{Value: total.Pids}}
-	if sb.NetworkMode != modeHost {
-		if nw, err := podNetworkUsage(sb.Pid, time.Now()); err == nil {
+	if p.network != modeHost && p.pid > 0 {
+		if nw, err := s.podNetworkUsage(p.pid, time.Now()); err == nil {
 			out.Linux.Network = nw
 		} else {
 			s.logger(ctx).WithError(err).WithField("sandbox", sb.ID).Debug("no pod network counters")

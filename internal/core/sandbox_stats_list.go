@@ -2,24 +2,47 @@ package core
 
 import (
 	"context"
+	"fmt"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/dockpin/cri-dockerd/internal/core/docker"
 )
 
-// ListPodSandboxStats samples the sandboxes matching the filter. A sandbox removed
-// meanwhile, or whose stats (its own or one of its containers') fail, is left out
-// (leaveOut): a pod's stats are complete or absent.
+// ListPodSandboxStats samples the sandboxes matching the filter with two engine
+// lists (the sandboxes, then every kubernetes container) and the cgroups of what runs:
+// no engine call per pod once their processes are known. A sandbox removed meanwhile,
+// or whose stats (its own or one of its containers') fail, is left out (leaveOut): a
+// pod's stats are complete or absent.
 func (s *Service) ListPodSandboxStats(ctx context.Context, req *runtimeapi.ListPodSandboxStatsRequest) (*runtimeapi.ListPodSandboxStatsResponse, error) {
 	f := req.GetFilter()
-	list, err := s.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{Filter: &runtimeapi.PodSandboxFilter{Id: f.GetId(), LabelSelector: f.GetLabelSelector()}})
-	if err != nil {
-		return nil, err
+	lf := docker.ContainerFilter{ID: f.GetId(), Labels: map[string]string{}}
+	for k, v := range f.GetLabelSelector() {
+		lf.Labels[k] = v
 	}
-	out := make([]*runtimeapi.PodSandboxStats, 0, len(list.GetItems()))
-	for _, item := range list.GetItems() {
-		st, err := s.sandboxStatsByID(ctx, item.GetId())
+	lf.Labels[labelContainerType] = typeSandbox
+	sandboxes, err := s.deps.Docker.ListContainers(ctx, lf)
+	if err != nil {
+		return nil, fmt.Errorf("list pod sandboxes: %w", err)
+	}
+	var cs []listedContainer
+	if len(sandboxes) > 0 {
+		var sbID string
+		if len(sandboxes) == 1 {
+			sbID = sandboxes[0].ID
+		}
+		if cs, err = s.listContainers(ctx, &runtimeapi.ContainerFilter{PodSandboxId: sbID}); err != nil {
+			return nil, err
+		}
+	}
+	out := make([]*runtimeapi.PodSandboxStats, 0, len(sandboxes))
+	for _, sb := range sandboxes {
+		if s.hidden(sb.ID) {
+			continue // its NRI plugins have not run it yet
+		}
+		st, err := s.sandboxStats(ctx, sb, cs)
 		if err != nil {
-			if s.leaveOut(ctx, err, "sandbox", item.GetId()) {
+			if s.leaveOut(ctx, err, "sandbox", sb.ID) {
 				continue
 			}
 			return nil, err

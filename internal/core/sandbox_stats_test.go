@@ -173,3 +173,43 @@ func TestListPodSandboxStatsLeavesOutVanishedAndFailing(t *testing.T) {
 	_, err = env.svc.ListPodSandboxStats(ctx, &runtimeapi.ListPodSandboxStatsRequest{})
 	assert.Check(t, cerrdefs.IsUnavailable(err), "got %v", err)
 }
+
+// With the cgroups readable, ListPodSandboxStats costs two engine lists a request once
+// the processes are known: no inspect, no engine stats, per pod or container.
+func TestListPodSandboxStatsFromCgroups(t *testing.T) {
+	env := newRTEnv(t)
+	host := newRTMetrics(t, env)
+	want := map[string]uint64{}
+	for i, name := range []string{"a", "b", "c"} {
+		cfg := rtSandboxConfig(name)
+		sb := env.runSandbox(t, cfg)
+		host.addProcess(t, sb, env.inspect(t, sb).Pid, 1000)
+		app := env.createContainer(t, sb, cfg, rtContainerConfig("app"))
+		env.startContainer(t, app)
+		host.addProcess(t, app, env.inspect(t, app).Pid, uint64(1000*(i+1)))
+		want[sb] = uint64(1000+1000*(i+1)) * 1000
+	}
+	list := func() map[string]*runtimeapi.PodSandboxStats {
+		t.Helper()
+		resp, err := env.svc.ListPodSandboxStats(context.Background(), &runtimeapi.ListPodSandboxStatsRequest{})
+		assert.NilError(t, err)
+		out := map[string]*runtimeapi.PodSandboxStats{}
+		for _, s := range resp.Stats {
+			out[s.Attributes.Id] = s
+		}
+		return out
+	}
+	list()
+	lists, inspects := env.engine.Calls("ListContainers"), env.engine.Calls("InspectContainer")
+	got := list()
+	assert.Check(t, is.Equal(env.engine.Calls("ListContainers")-lists, 2), "one list of sandboxes, one of containers")
+	assert.Check(t, is.Equal(env.engine.Calls("InspectContainer"), inspects), "pids remembered")
+	assert.Check(t, is.Equal(env.engine.Calls("ContainerStats"), 0))
+	assert.Check(t, is.Len(got, 3))
+	for sb, cpu := range want {
+		st := got[sb]
+		assert.Check(t, is.Equal(st.GetLinux().GetCpu().GetUsageCoreNanoSeconds().GetValue(), cpu), sb)
+		assert.Check(t, is.Len(st.GetLinux().GetContainers(), 1))
+		assert.Check(t, is.Equal(st.GetLinux().GetNetwork().GetDefaultInterface().GetRxBytes().GetValue(), uint64(5000)), "eth0 of the pod's namespace")
+	}
+}

@@ -65,7 +65,7 @@ type Service struct {
 	// inspect: stats read their cgroups (Deps.Metrics) without an engine call. A pid
 	// is checked to be in the container's cgroup at each read (the kernel reuses pids)
 	// and asked again when it is not.
-	pids *idMap[int]
+	pids *idMap[proc]
 	// created are the Kubernetes containers (not sandboxes) this process created, by
 	// full ID. An engine ID names one container for good, so StopContainer and
 	// RemoveContainer of such an ID skip the inspect that tells what it names (one
@@ -80,7 +80,7 @@ type Service struct {
 // New returns a Service with the settings cfg over the parts deps.
 func New(cfg Config, deps Deps) *Service {
 	return &Service{cfg: cfg, deps: deps, log: logctx.OrDiscard(deps.Log), info: &infoCache{}, tornDown: &idSet{}, created: &idSet{},
-		pids: &idMap[int]{}, nriState: newNRIState()}
+		pids: &idMap[proc]{}, nriState: newNRIState()}
 }
 
 // timed runs step as the phase name of the request in ctx (logctx.Time): the work

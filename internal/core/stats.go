@@ -28,7 +28,7 @@ func (s *Service) containerStats(ctx context.Context, c docker.Container, md *ru
 	if c.State != docker.StateRunning {
 		return out, docker.ContainerStats{}, nil
 	}
-	st, err := s.cgroupStats(ctx, c.ID)
+	st, p, err := s.cgroupStats(ctx, c.ID)
 	if err != nil {
 		if cerrdefs.IsNotFound(err) {
 			return nil, st, err
@@ -38,6 +38,7 @@ func (s *Service) containerStats(ctx context.Context, c docker.Container, md *ru
 			return nil, st, fmt.Errorf("stats of container %s: %w", c.ID, err)
 		}
 	}
+	out.WritableLayer = s.writableLayer(ctx, c.ID, p, st.Timestamp)
 	out.Cpu = cpuUsage(st)
 	out.Memory = memoryUsage(st)
 	return out, st, nil
@@ -46,45 +47,78 @@ func (s *Service) containerStats(ctx context.Context, c docker.Container, md *ru
 // errNoCgroup says that stats cannot be read from cgroups here (no Deps.Metrics).
 var errNoCgroup = errors.New("no cgroup reader")
 
+// proc is what stats remember of a running container: its init process, the
+// writable layer the engine names (GraphDriver's UpperDir; "" on the containerd store)
+// and its network mode (a sandbox's pod network counters are its namespace's).
+type proc struct {
+	pid      int
+	upperDir string
+	network  string
+}
+
 // cgroupStats reads running container id's usage from its cgroup: its pid from
 // s.pids, else from an inspect (once more when the remembered one is no longer the
 // container's). NotFound: the container is gone or stopped.
-func (s *Service) cgroupStats(ctx context.Context, id string) (docker.ContainerStats, error) {
+func (s *Service) cgroupStats(ctx context.Context, id string) (docker.ContainerStats, proc, error) {
 	if s.deps.Metrics == nil {
-		return docker.ContainerStats{}, errNoCgroup
+		return docker.ContainerStats{}, proc{}, errNoCgroup
 	}
-	pid, known := s.pids.get(id)
+	p, known := s.pids.get(id)
 	for range 2 {
 		if !known {
 			d, err := s.deps.Docker.InspectContainer(ctx, id)
 			if err != nil {
-				return docker.ContainerStats{}, fmt.Errorf("inspect container %s: %w", id, err)
+				return docker.ContainerStats{}, proc{}, fmt.Errorf("inspect container %s: %w", id, err)
 			}
 			if d.State != docker.StateRunning || d.Pid <= 0 {
 				s.pids.forget(id)
-				return docker.ContainerStats{}, fmt.Errorf("container %s is not running: %w", id, cerrdefs.ErrNotFound)
+				return docker.ContainerStats{}, proc{}, fmt.Errorf("container %s is not running: %w", id, cerrdefs.ErrNotFound)
 			}
-			pid = d.Pid
-			s.pids.set(id, pid)
+			p = proc{pid: d.Pid, upperDir: d.UpperDir, network: d.NetworkMode}
+			s.pids.set(id, p)
 		}
-		u, err := s.deps.Metrics.Usage(pid, id, time.Now())
+		u, err := s.deps.Metrics.Usage(p.pid, id, time.Now())
 		if err == nil {
 			return docker.ContainerStats{Timestamp: u.Timestamp, CPUUsageNanos: u.CPUUsageNanos, MemoryUsageBytes: u.MemoryUsageBytes,
 				MemoryWorkingSetBytes: u.MemoryWorkingSetBytes, MemoryRSSBytes: u.MemoryRSSBytes, PageFaults: u.PageFaults,
-				MajorPageFaults: u.MajorPageFaults, Pids: u.Pids}, nil
+				MajorPageFaults: u.MajorPageFaults, Pids: u.Pids}, p, nil
 		}
 		s.pids.forget(id)
 		switch {
 		case !cerrdefs.IsNotFound(err):
-			return docker.ContainerStats{}, err
+			return docker.ContainerStats{}, proc{}, err
 		case !known:
 			// The engine says it runs as pid, and pid is not in its cgroup here: the
 			// engine is on another host (or in another pid namespace).
-			return docker.ContainerStats{}, fmt.Errorf("the process of running container %s is not on this host: %s", id, err.Error()) // not NotFound: the engine answers
+			return docker.ContainerStats{}, proc{}, fmt.Errorf("the process of running container %s is not on this host: %s", id, err.Error()) // not NotFound: the engine answers
 		}
 		known = false // restarted since, or the pid was reused: ask the engine
 	}
-	return docker.ContainerStats{}, fmt.Errorf("container %s: no process in its cgroup", id)
+	return docker.ContainerStats{}, proc{}, fmt.Errorf("container %s: no process in its cgroup", id)
+}
+
+// writableLayer reports the last background measurement of container id's writable
+// layer (Deps.Layers), timestamped when it was taken, and asks for the next; nil
+// before the first measurement, or when the container's process is not known here.
+// Its filesystem is the engine's data root, as in ImageFsInfo (kubelet reads the
+// capacity there).
+func (s *Service) writableLayer(ctx context.Context, id string, p proc, now time.Time) *runtimeapi.FilesystemUsage {
+	if s.deps.Layers == nil || p.pid <= 0 {
+		return nil
+	}
+	m, ok := s.deps.Layers.Get(id, p.pid, p.upperDir, now)
+	if !ok {
+		return nil
+	}
+	u := &runtimeapi.FilesystemUsage{
+		Timestamp:  m.Time.UnixNano(),
+		UsedBytes:  &runtimeapi.UInt64Value{Value: m.Bytes},
+		InodesUsed: &runtimeapi.UInt64Value{Value: m.Inodes},
+	}
+	if info, err := s.engineInfo(ctx); err == nil && info.DockerRootDir != "" {
+		u.FsId = &runtimeapi.FilesystemIdentifier{Mountpoint: info.DockerRootDir}
+	}
+	return u
 }
 
 // leaveOut decides what err, met sampling one item (a container or a pod sandbox,
@@ -139,13 +173,22 @@ func sum(a *docker.ContainerStats, b docker.ContainerStats) {
 // podNetworkUsage reads the interface counters of a sandbox's network namespace
 // from /proc/<pid>/net/dev (the engine knows nothing of interfaces CNI made); eth0,
 // CNI's pod interface, is the default one.
-func podNetworkUsage(pid int, now time.Time) (*runtimeapi.NetworkUsage, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/net/dev")
-	if err != nil {
-		return nil, fmt.Errorf("read pod network counters: %w", err)
+func (s *Service) podNetworkUsage(pid int, now time.Time) (*runtimeapi.NetworkUsage, error) {
+	var ifaces []stats.Interface
+	if s.deps.Metrics != nil {
+		var err error
+		if ifaces, err = s.deps.Metrics.Interfaces(pid); err != nil {
+			return nil, err
+		}
+	} else {
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/net/dev")
+		if err != nil {
+			return nil, fmt.Errorf("read pod network counters: %w", err)
+		}
+		ifaces = stats.ParseNetDev(b)
 	}
 	usage := &runtimeapi.NetworkUsage{Timestamp: now.UnixNano()}
-	for _, i := range stats.ParseNetDev(b) {
+	for _, i := range ifaces {
 		iface := &runtimeapi.NetworkInterfaceUsage{
 			Name:     i.Name,
 			RxBytes:  &runtimeapi.UInt64Value{Value: i.RxBytes},

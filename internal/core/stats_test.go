@@ -37,7 +37,7 @@ func TestCPUAndMemoryUsage(t *testing.T) {
 
 func TestPodNetworkUsage(t *testing.T) {
 	now := time.Now()
-	usage, err := podNetworkUsage(os.Getpid(), now)
+	usage, err := (&Service{}).podNetworkUsage(os.Getpid(), now)
 	assert.NilError(t, err)
 	assert.Equal(t, usage.Timestamp, now.UnixNano())
 	for _, iface := range append(usage.Interfaces, usage.DefaultInterface) {
@@ -46,6 +46,6 @@ func TestPodNetworkUsage(t *testing.T) {
 			assert.Check(t, iface.RxBytes != nil && iface.TxBytes != nil)
 		}
 	}
-	_, err = podNetworkUsage(0x7ffffffe, now)
+	_, err = (&Service{}).podNetworkUsage(0x7ffffffe, now)
 	assert.Check(t, err != nil)
 }

@@ -12,6 +12,7 @@
 //	pgrep        print the pids whose command name matches a regexp; exit 1 if none
 //	counter      print "line N" (N = 1, 2, ...) every $INTERVAL (default 50ms) until SIGTERM
 //	             (the e2e chaos test checks no log line is lost or written twice)
+//	fill         "fill PATH BYTES": write a file of BYTES zero bytes (filling a writable layer)
 //
 // Only the standard library is used; it is built with CGO_ENABLED=0 and runs in
 // an image that holds nothing else but busybox.
@@ -59,13 +60,38 @@ func main() {
 		} else if !pgrep(args[len(args)-1]) {
 			os.Exit(1)
 		}
+	case "fill":
+		err = fill(args)
 	default:
-		err = fmt.Errorf("unknown personality %q (want pause, nginx, httpd, nonewprivs, ipcs, pgrep or counter)", name)
+		err = fmt.Errorf("unknown personality %q (want pause, nginx, httpd, nonewprivs, ipcs, pgrep, counter or fill)", name)
 	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
 		os.Exit(2)
 	}
+}
+
+// fill writes args[1] zero bytes into file args[0], each block written (not sparse).
+func fill(args []string) error {
+	if len(args) != 2 {
+		return fmt.Errorf("usage: fill PATH BYTES")
+	}
+	n, err := strconv.ParseInt(args[1], 10, 64)
+	if err != nil || n < 0 {
+		return fmt.Errorf("bad size %q", args[1])
+	}
+	f, err := os.Create(args[0])
+	if err != nil {
+		return err
+	}
+	block := make([]byte, 64<<10)
+	for ; n > 0; n -= int64(len(block)) {
+		if _, err := f.Write(block[:min(n, int64(len(block)))]); err != nil {
+			_ = f.Close()
+			return err
+		}
+	}
+	return f.Close()
 }
 
 // pause blocks until SIGTERM or SIGINT, reaping every child that exits meanwhile.

@@ -212,7 +212,11 @@ type ContainerDetails struct {
 	HostsPath      string
 	// LogPath is the engine's json-file log of the container.
 	LogPath string
-	Mounts  []Mount
+	// UpperDir is the container's writable layer as the storage driver names it
+	// (overlay2's GraphDriver data); "" when the engine does not say (the containerd
+	// image store).
+	UpperDir string
+	Mounts   []Mount
 	// ImageMounts are the container's image volumes, as created.
 	ImageMounts []ImageMount
 	Resources   Resources

@@ -133,6 +133,7 @@ func detailsFromSDK(in container.InspectResponse) ContainerDetails {
 		d.HostnamePath = b.HostnamePath
 		d.HostsPath = b.HostsPath
 		d.LogPath = b.LogPath
+		d.UpperDir = b.GraphDriver.Data["UpperDir"]
 		if s := b.State; s != nil {
 			d.State = string(s.Status)
 			d.Pid = s.Pid

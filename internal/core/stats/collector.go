@@ -113,7 +113,7 @@ func (c *Collector) PodNetwork(t Target, now time.Time) ([]*runtimeapi.Metric, e
 		return nil, err
 	}
 	e := c.emitter(t, now)
-	ifaces, err := c.netDev(t.Pid)
+	ifaces, err := c.Interfaces(t.Pid)
 	if err != nil {
 		return nil, err
 	}

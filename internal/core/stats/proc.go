@@ -81,9 +81,9 @@ type Interface struct {
 	TxBytes, TxPackets, TxErrors, TxDropped uint64
 }
 
-// netDev reads the interfaces of process pid's network namespace; NotFound when the
-// process is gone.
-func (c *Collector) netDev(pid int) ([]Interface, error) {
+// Interfaces reads the interfaces of process pid's network namespace (but the
+// loopback); NotFound when the process is gone.
+func (c *Collector) Interfaces(pid int) ([]Interface, error) {
 	b, err := os.ReadFile(c.proc(pid, "net", "dev"))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("process %d is gone: %w", pid, cerrdefs.ErrNotFound)
