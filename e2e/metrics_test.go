@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"path/filepath"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"gotest.tools/v3/assert"
+	"gotest.tools/v3/poll"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
@@ -64,15 +66,32 @@ func TestPodSandboxMetrics(t *testing.T) {
 		keys[d.GetName()] = len(d.GetLabelKeys())
 	}
 
-	resp, err := s.rt.ListPodSandboxMetrics(ctx, &runtimeapi.ListPodSandboxMetricsRequest{})
-	assert.NilError(t, err)
+	// The writable layer's size (container_fs_usage_bytes) is measured in the
+	// background: the first measurement comes within a period (10 s) of the first ask.
 	var pm *runtimeapi.PodSandboxMetrics
-	for _, m := range resp.GetPodMetrics() {
-		if m.GetPodSandboxId() == podID {
-			pm = m
+	poll.WaitOn(t, func(poll.LogT) poll.Result {
+		resp, err := s.rt.ListPodSandboxMetrics(ctx, &runtimeapi.ListPodSandboxMetricsRequest{})
+		if err != nil {
+			return poll.Error(err)
 		}
-	}
-	assert.Assert(t, pm != nil, "no metrics of pod %s", podID)
+		pm = nil
+		for _, m := range resp.GetPodMetrics() {
+			if m.GetPodSandboxId() == podID {
+				pm = m
+			}
+		}
+		if pm == nil {
+			return poll.Error(fmt.Errorf("no metrics of pod %s", podID))
+		}
+		for _, cm := range pm.GetContainerMetrics() {
+			for _, m := range cm.GetMetrics() {
+				if m.GetName() == "container_fs_usage_bytes" {
+					return poll.Success()
+				}
+			}
+		}
+		return poll.Continue("no container_fs_usage_bytes yet")
+	}, poll.WithTimeout(30*time.Second), poll.WithDelay(500*time.Millisecond))
 	// values are the first value of each metric, by name.
 	values := map[string]uint64{}
 	check := func(ms []*runtimeapi.Metric) {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/dockpin/cri-dockerd/internal/core"
 	"github.com/dockpin/cri-dockerd/internal/core/checkpoint"
+	"github.com/dockpin/cri-dockerd/internal/core/containerview"
 	"github.com/dockpin/cri-dockerd/internal/core/docker"
 	"github.com/dockpin/cri-dockerd/internal/core/imagecache"
 	"github.com/dockpin/cri-dockerd/internal/core/logs"
@@ -188,10 +189,14 @@ func run(opts *Options, log *logrus.Logger, hup <-chan os.Signal, wait engineWai
 	deps.Streaming = streams
 	images := imageClient(opts, client, log)
 	defer images.stop()
-	deps.StatusInfo = map[string]func() any{"imageCache": images.info}
-	deps.Docker = images.client
+	view := containerview.New(images.client, containerListMaxAge, log.WithField("component", "containerview"))
+	viewCtx, stopView := context.WithCancel(context.Background())
+	defer stopView()
+	go view.Run(viewCtx, time.Second)
+	deps.StatusInfo = map[string]func() any{"imageCache": images.info, "containerView": func() any { return view.State() }}
+	deps.Docker = view
 	if keeper := pins.PinKeeper(); keeper != nil {
-		deps.Docker = core.KeepPins(images.client, keeper)
+		deps.Docker = core.KeepPins(view, keeper)
 	}
 	var nriRuntime *nri.Runtime
 	if opts.NRI.Enable {
@@ -234,6 +239,10 @@ func run(opts *Options, log *logrus.Logger, hup <-chan os.Signal, wait engineWai
 		srv: srv, lis: lis, timeout: opts.requestTimeout(), hup: hup, reload: pins.ReloadLogged, failed: failed,
 	}, log)
 }
+
+// containerListMaxAge bounds how long container lists are answered from the
+// container view without asking the engine, should an event ever be lost.
+const containerListMaxAge = 10 * time.Second
 
 // layerPeriod is how often each running container's writable layer is measured for
 // its stats (containerd's default stats_collect_period).

@@ -347,4 +347,18 @@ type Containers interface {
 	// "die" events) from now until ctx ends or the stream breaks; the error channel
 	// then receives why.
 	ContainerExits(ctx context.Context) (<-chan string, <-chan error)
+	// ContainerEvents streams every container event from since (the engine replays
+	// recent ones) until ctx ends or the stream breaks; the error channel then
+	// receives why.
+	ContainerEvents(ctx context.Context, since time.Time) (<-chan ContainerEvent, <-chan error)
+}
+
+// ContainerEvent is one container event from the engine's event stream.
+type ContainerEvent struct {
+	// Action is what happened: create, start, die, destroy, rename, exec_start, ...
+	Action string
+	// ID is the container's ID.
+	ID string
+	// Time is when the engine recorded the event.
+	Time time.Time
 }

@@ -2,6 +2,9 @@ package docker
 
 import (
 	"context"
+	"fmt"
+	"strconv"
+	"time"
 
 	"github.com/docker/docker/api/types/events"
 	"github.com/docker/docker/api/types/filters"
@@ -13,6 +16,22 @@ func (c *SDKClient) ContainerExits(ctx context.Context) (<-chan string, <-chan e
 	opts := events.ListOptions{Filters: filters.NewArgs(
 		filters.Arg("type", string(events.ContainerEventType)), filters.Arg("event", string(events.ActionDie)))}
 	return streamEvents(ctx, c, opts, func(m events.Message) string { return m.Actor.ID })
+}
+
+// ContainerEvents streams the engine's container events from since.
+func (c *SDKClient) ContainerEvents(ctx context.Context, since time.Time) (<-chan ContainerEvent, <-chan error) {
+	opts := events.ListOptions{Filters: filters.NewArgs(filters.Arg("type", string(events.ContainerEventType))), Since: eventsSince(since)}
+	return streamEvents(ctx, c, opts, func(m events.Message) ContainerEvent {
+		return ContainerEvent{Action: string(m.Action), ID: m.Actor.ID, Time: time.Unix(0, m.TimeNano)}
+	})
+}
+
+// eventsSince formats since for the events API ("" for none).
+func eventsSince(since time.Time) string {
+	if since.IsZero() {
+		return ""
+	}
+	return strconv.FormatInt(since.Unix(), 10) + "." + fmt.Sprintf("%09d", since.Nanosecond())
 }
 
 // streamEvents streams the engine's events that opts select, each converted by conv,

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -249,10 +248,7 @@ func nonNegative(n int64) uint64 {
 
 // ImageEvents streams the engine's image events.
 func (c *SDKClient) ImageEvents(ctx context.Context, since time.Time) (<-chan ImageEvent, <-chan error) {
-	opts := events.ListOptions{Filters: filters.NewArgs(filters.Arg("type", string(events.ImageEventType)))}
-	if !since.IsZero() {
-		opts.Since = strconv.FormatInt(since.Unix(), 10) + "." + fmt.Sprintf("%09d", since.Nanosecond())
-	}
+	opts := events.ListOptions{Filters: filters.NewArgs(filters.Arg("type", string(events.ImageEventType))), Since: eventsSince(since)}
 	return streamEvents(ctx, c, opts, func(m events.Message) ImageEvent {
 		return ImageEvent{Action: string(m.Action), ID: m.Actor.ID, Name: m.Actor.Attributes["name"], Time: time.Unix(0, m.TimeNano)}
 	})

@@ -101,6 +101,7 @@ func (f *Fake) CreateContainer(ctx context.Context, spec docker.ContainerSpec) (
 			Resources:      spec.Resources,
 		},
 	}
+	f.publishContainer("create", id)
 	f.notify()
 	return id, nil
 }
@@ -119,6 +120,7 @@ func (f *Fake) StartContainer(ctx context.Context, id string) error {
 		c.details.ExitCode = 0
 		c.details.Error = ""
 		c.details.OOMKilled = false
+		f.publishContainer("start", c.details.ID)
 		f.notify()
 	}
 	return nil
@@ -161,6 +163,7 @@ func (f *Fake) StopContainer(ctx context.Context, id string, _ time.Duration) er
 	case docker.StateRunning, docker.StatePaused, docker.StateRestarting:
 		setStopped(c, docker.StateExited)
 		f.publishExit(c.details.ID)
+		f.publishContainer("die", c.details.ID)
 		f.notify()
 	}
 	return nil
@@ -175,6 +178,7 @@ func (f *Fake) RemoveContainer(ctx context.Context, id string) error {
 		return err
 	}
 	delete(f.containers, c.details.ID)
+	f.publishContainer("destroy", c.details.ID)
 	f.notify()
 	return nil
 }
@@ -329,11 +333,14 @@ func (f *Fake) SetContainerState(id, state string, exitCode int) {
 	case docker.StateRunning:
 		if c.details.State != docker.StateRunning {
 			f.setRunning(c)
+			f.publishContainer("start", c.details.ID)
 		}
 	case docker.StateExited, docker.StateDead:
 		setStopped(c, state)
 		f.publishExit(c.details.ID)
+		f.publishContainer("die", c.details.ID)
 	default:
+		f.publishContainer(state, c.details.ID)
 		c.details.State = state
 		if state != docker.StatePaused && state != docker.StateRestarting {
 			c.details.Pid = 0

@@ -28,6 +28,76 @@ func (f *Fake) breakStreams(err error) {
 		sub.errs <- err
 		delete(f.subs, sub)
 	}
+	for sub := range f.ctrSubs {
+		sub.errs <- err
+		delete(f.ctrSubs, sub)
+	}
+}
+
+// ctrSubscriber is one open container event stream.
+type ctrSubscriber struct {
+	events chan docker.ContainerEvent
+	errs   chan error
+}
+
+// MuteContainerEvents stops (true) or resumes (false) sending container events, as
+// when the engine's events lag behind its state.
+func (f *Fake) MuteContainerEvents(mute bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.ctrMuted = mute
+}
+
+// PublishContainerEvent sends a container event as the engine would (an exec's, say).
+func (f *Fake) PublishContainerEvent(action, id string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.publishContainer(action, id)
+}
+
+// publishContainer records a container event and sends it to every container event
+// stream, unless muted. Caller holds mu.
+func (f *Fake) publishContainer(action, id string) {
+	if f.ctrMuted {
+		return
+	}
+	ev := docker.ContainerEvent{Action: action, ID: id, Time: time.Now()}
+	f.ctrHistory = append(f.ctrHistory, ev)
+	for sub := range f.ctrSubs {
+		select {
+		case sub.events <- ev:
+		default:
+			sub.errs <- fmt.Errorf("event stream overflow: %w", cerrdefs.ErrUnavailable)
+			delete(f.ctrSubs, sub)
+		}
+	}
+}
+
+// ContainerEvents implements docker.Client: events since since are replayed first.
+func (f *Fake) ContainerEvents(ctx context.Context, since time.Time) (<-chan docker.ContainerEvent, <-chan error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	sub := &ctrSubscriber{events: make(chan docker.ContainerEvent, 4096), errs: make(chan error, 1)}
+	if err := f.check(ctx, "ContainerEvents"); err != nil {
+		sub.errs <- err
+		return sub.events, sub.errs
+	}
+	for _, ev := range f.ctrHistory {
+		if !ev.Time.Before(since) {
+			sub.events <- ev
+		}
+	}
+	f.ctrSubs[sub] = true
+	go func() {
+		<-ctx.Done()
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if f.ctrSubs[sub] {
+			delete(f.ctrSubs, sub)
+			sub.errs <- ctx.Err()
+		}
+	}()
+	return sub.events, sub.errs
 }
 
 // publish records an event and sends it to every stream. Caller holds mu.

@@ -26,6 +26,11 @@ type Fake struct {
 	history  []docker.ImageEvent
 	subs     map[*subscriber]bool
 	exitSubs map[chan string]bool // ContainerExits streams
+	// ctrSubs are the ContainerEvents streams, ctrHistory the events sent, ctrMuted
+	// stops sending them.
+	ctrSubs    map[*ctrSubscriber]bool
+	ctrHistory []docker.ContainerEvent
+	ctrMuted   bool
 
 	containers   map[string]*fakeContainer // by ID
 	containerSeq int                       // containers ever created: IDs and addresses
@@ -59,6 +64,7 @@ func New() *Fake {
 		archives: map[string][]docker.Image{},
 		subs:     map[*subscriber]bool{},
 		exitSubs: map[chan string]bool{},
+		ctrSubs:  map[*ctrSubscriber]bool{},
 		info: docker.Info{
 			Driver: "overlay2", DockerRootDir: "/var/lib/docker", CgroupDriver: "systemd",
 			Runtimes: []string{"io.containerd.runc.v2", "runc"}, DefaultRuntime: "runc",

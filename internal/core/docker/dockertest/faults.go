@@ -56,6 +56,7 @@ func (f *Fake) containerFault(method, ref string) error {
 	if fault.remove {
 		delete(f.faults, call)
 		delete(f.containers, c.details.ID)
+		f.publishContainer("destroy", c.details.ID)
 		f.notify()
 		return nil
 	}
