@@ -10,9 +10,15 @@ import (
 	"github.com/dockpin/cri-dockerd/internal/core/docker"
 )
 
-// subscriber is one open event stream.
-type subscriber struct {
-	events chan docker.ImageEvent
+// eventLog is one kind of event: what was sent, and the open streams.
+type eventLog[T any] struct {
+	history []T
+	subs    map[*stream[T]]bool
+}
+
+// stream is one open event stream.
+type stream[T any] struct {
+	events chan T
 	errs   chan error
 }
 
@@ -24,20 +30,70 @@ func (f *Fake) BreakEvents(err error) {
 }
 
 func (f *Fake) breakStreams(err error) {
-	for sub := range f.subs {
+	f.imageEvs.breakAll(err)
+	f.ctrs.breakAll(err)
+}
+
+func (l *eventLog[T]) breakAll(err error) {
+	for sub := range l.subs {
 		sub.errs <- err
-		delete(f.subs, sub)
-	}
-	for sub := range f.ctrSubs {
-		sub.errs <- err
-		delete(f.ctrSubs, sub)
+		delete(l.subs, sub)
 	}
 }
 
-// ctrSubscriber is one open container event stream.
-type ctrSubscriber struct {
-	events chan docker.ContainerEvent
-	errs   chan error
+// send records ev and sends it to every stream; a stream that cannot keep up is
+// ended, as with the engine. Caller holds the fake's mu.
+func (l *eventLog[T]) send(ev T) {
+	l.history = append(l.history, ev)
+	for sub := range l.subs {
+		select {
+		case sub.events <- ev:
+		default:
+			sub.errs <- fmt.Errorf("event stream overflow: %w", cerrdefs.ErrUnavailable)
+			delete(l.subs, sub)
+		}
+	}
+}
+
+// open opens a stream of l's events (method, for faults), replaying those at or after
+// since (timeOf says when one happened), until ctx ends.
+func open[T any](f *Fake, l *eventLog[T], ctx context.Context, method string, since time.Time, timeOf func(T) time.Time) (<-chan T, <-chan error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	sub := &stream[T]{events: make(chan T, 4096), errs: make(chan error, 1)}
+	if err := f.check(ctx, method); err != nil {
+		sub.errs <- err
+		return sub.events, sub.errs
+	}
+	for _, ev := range l.history {
+		if !timeOf(ev).Before(since) {
+			sub.events <- ev
+		}
+	}
+	if l.subs == nil {
+		l.subs = map[*stream[T]]bool{}
+	}
+	l.subs[sub] = true
+	go func() {
+		<-ctx.Done()
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if l.subs[sub] {
+			delete(l.subs, sub)
+			sub.errs <- ctx.Err()
+		}
+	}()
+	return sub.events, sub.errs
+}
+
+// publish records an image event and sends it to every stream. Caller holds mu.
+func (f *Fake) publish(action, id, name string) {
+	f.imageEvs.send(docker.ImageEvent{Action: action, ID: id, Name: name, Time: time.Now()})
+}
+
+// ImageEvents implements docker.Client: events since since are replayed first.
+func (f *Fake) ImageEvents(ctx context.Context, since time.Time) (<-chan docker.ImageEvent, <-chan error) {
+	return open(f, &f.imageEvs, ctx, "ImageEvents", since, func(ev docker.ImageEvent) time.Time { return ev.Time })
 }
 
 // MuteContainerEvents stops (true) or resumes (false) sending container events, as
@@ -58,87 +114,14 @@ func (f *Fake) PublishContainerEvent(action, id string) {
 // publishContainer records a container event and sends it to every container event
 // stream, unless muted. Caller holds mu.
 func (f *Fake) publishContainer(action, id string) {
-	if f.ctrMuted {
-		return
-	}
-	ev := docker.ContainerEvent{Action: action, ID: id, Time: time.Now()}
-	f.ctrHistory = append(f.ctrHistory, ev)
-	for sub := range f.ctrSubs {
-		select {
-		case sub.events <- ev:
-		default:
-			sub.errs <- fmt.Errorf("event stream overflow: %w", cerrdefs.ErrUnavailable)
-			delete(f.ctrSubs, sub)
-		}
+	if !f.ctrMuted {
+		f.ctrs.send(docker.ContainerEvent{Action: action, ID: id, Time: time.Now()})
 	}
 }
 
 // ContainerEvents implements docker.Client: events since since are replayed first.
 func (f *Fake) ContainerEvents(ctx context.Context, since time.Time) (<-chan docker.ContainerEvent, <-chan error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	sub := &ctrSubscriber{events: make(chan docker.ContainerEvent, 4096), errs: make(chan error, 1)}
-	if err := f.check(ctx, "ContainerEvents"); err != nil {
-		sub.errs <- err
-		return sub.events, sub.errs
-	}
-	for _, ev := range f.ctrHistory {
-		if !ev.Time.Before(since) {
-			sub.events <- ev
-		}
-	}
-	f.ctrSubs[sub] = true
-	go func() {
-		<-ctx.Done()
-		f.mu.Lock()
-		defer f.mu.Unlock()
-		if f.ctrSubs[sub] {
-			delete(f.ctrSubs, sub)
-			sub.errs <- ctx.Err()
-		}
-	}()
-	return sub.events, sub.errs
-}
-
-// publish records an event and sends it to every stream. Caller holds mu.
-func (f *Fake) publish(action, id, name string) {
-	ev := docker.ImageEvent{Action: action, ID: id, Name: name, Time: time.Now()}
-	f.history = append(f.history, ev)
-	for sub := range f.subs {
-		select {
-		case sub.events <- ev:
-		default: // a consumer that cannot keep up loses its stream, as with the engine
-			sub.errs <- fmt.Errorf("event stream overflow: %w", cerrdefs.ErrUnavailable)
-			delete(f.subs, sub)
-		}
-	}
-}
-
-// ImageEvents implements docker.Client: events since since are replayed first.
-func (f *Fake) ImageEvents(ctx context.Context, since time.Time) (<-chan docker.ImageEvent, <-chan error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	sub := &subscriber{events: make(chan docker.ImageEvent, 4096), errs: make(chan error, 1)}
-	if err := f.check(ctx, "ImageEvents"); err != nil {
-		sub.errs <- err
-		return sub.events, sub.errs
-	}
-	for _, ev := range f.history {
-		if !ev.Time.Before(since) {
-			sub.events <- ev
-		}
-	}
-	f.subs[sub] = true
-	go func() {
-		<-ctx.Done()
-		f.mu.Lock()
-		defer f.mu.Unlock()
-		if f.subs[sub] {
-			delete(f.subs, sub)
-			sub.errs <- ctx.Err()
-		}
-	}()
-	return sub.events, sub.errs
+	return open(f, &f.ctrs, ctx, "ContainerEvents", since, func(ev docker.ContainerEvent) time.Time { return ev.Time })
 }
 
 // ContainerExits implements docker.Client: the IDs of containers stopped from now on

@@ -21,16 +21,12 @@ type Fake struct {
 	info     docker.Info
 	version  docker.Version
 	pulls    []docker.PullOptions
-	calls    map[string]int            // engine calls per method
-	archives map[string][]docker.Image // loadable archives by content
-	history  []docker.ImageEvent
-	subs     map[*subscriber]bool
-	exitSubs map[chan string]bool // ContainerExits streams
-	// ctrSubs are the ContainerEvents streams, ctrHistory the events sent, ctrMuted
-	// stops sending them.
-	ctrSubs    map[*ctrSubscriber]bool
-	ctrHistory []docker.ContainerEvent
-	ctrMuted   bool
+	calls    map[string]int                  // engine calls per method
+	archives map[string][]docker.Image       // loadable archives by content
+	imageEvs eventLog[docker.ImageEvent]     // ImageEvents streams and what they were sent
+	ctrs     eventLog[docker.ContainerEvent] // ContainerEvents streams and what they were sent
+	ctrMuted bool                            // container events not sent
+	exitSubs map[chan string]bool            // ContainerExits streams
 
 	containers   map[string]*fakeContainer // by ID
 	containerSeq int                       // containers ever created: IDs and addresses
@@ -62,9 +58,7 @@ func New() *Fake {
 		errs:     map[string]error{},
 		calls:    map[string]int{},
 		archives: map[string][]docker.Image{},
-		subs:     map[*subscriber]bool{},
 		exitSubs: map[chan string]bool{},
-		ctrSubs:  map[*ctrSubscriber]bool{},
 		info: docker.Info{
 			Driver: "overlay2", DockerRootDir: "/var/lib/docker", CgroupDriver: "systemd",
 			Runtimes: []string{"io.containerd.runc.v2", "runc"}, DefaultRuntime: "runc",
