@@ -113,6 +113,15 @@ bench-preload: build ## a restart with 20 loaded preload archives (ours against 
 bench-lifecycle: build ## critest lifecycle latencies, ours beside upstream cri-dockerd, alternating runs, each store in E2E_STORES
 	E2E_STORES="$(E2E_STORES)" CRI_DOCKERD_BIN=$(CURDIR)/$(BIN) hack/bench-lifecycle.sh
 
+.PHONY: bench-node
+bench-node: build ## a full node: kubelet with 110 static pods (BENCH_NODE_PODS) on ours, then on upstream cri-dockerd, each store in E2E_STORES
+	E2E_STORES="$(E2E_STORES)" CRI_DOCKERD_BIN=$(CURDIR)/$(BIN) hack/bench-node.sh
+
+.PHONY: soak
+soak: build ## kubelet churning 50 pods on our binary for DURATION (default 60m), each store in E2E_STORES; fails on a leak (CI: 3m, one store)
+	E2E_RUN='^TestNodeSoak$$' E2E_SOAK_DURATION=$(or $(DURATION),60m) E2E_SOAK_STORES="$(E2E_STORES)" E2E_TIMEOUT=6h \
+		E2E_STORES="$(E2E_STORES)" CRI_DOCKERD_BIN=$(CURDIR)/$(BIN) hack/node-e2e.sh
+
 .PHONY: bench
 bench: build ## Go benchmarks (ListImages, pin matching) and e2e crictl timings with 1,000 images
 	go test -run '^$$' -bench . -benchmem -count=5 ./internal/core/ ./pinning/ ./internal/pinproxy/

@@ -32,7 +32,7 @@ const (
 	nodeNS   = "node-e2e"     // the static pods' namespace
 )
 
-func requireNode(t *testing.T) {
+func requireNode(t testing.TB) {
 	t.Helper()
 	if os.Getenv("E2E_NODE") != "1" {
 		t.Skip("kubelet node tests run with E2E_NODE=1 (make node-e2e)")
@@ -55,7 +55,7 @@ type nodeOpts struct {
 
 // node is a cri-dockerd binary (ours unless opts.binary; CNI pods) and kubelet on its socket.
 type node struct {
-	t        *testing.T // the test that started it (its cleanups outlive subtests)
+	t        testing.TB // the test that started it (its cleanups outlive subtests)
 	opts     nodeOpts
 	pn       podNet
 	sockDir  string // the CRI socket's directory (the socket is cri.sock)
@@ -69,7 +69,7 @@ type node struct {
 	downOnce sync.Once
 }
 
-func startNode(t *testing.T, opts nodeOpts) *node {
+func startNode(t testing.TB, opts nodeOpts) *node {
 	t.Helper()
 	requireNode(t)
 	pauseImage(t)
@@ -93,7 +93,7 @@ func startNode(t *testing.T, opts nodeOpts) *node {
 }
 
 // kubeletSh runs hack/kubelet.sh for this node and returns its last stdout line.
-func (n *node) kubeletSh(t *testing.T, args ...string) (string, error) {
+func (n *node) kubeletSh(t testing.TB, args ...string) (string, error) {
 	t.Helper()
 	cmd := exec.Command("bash", append([]string{filepath.Join(env.root, "hack", "kubelet.sh")}, args...)...)
 	cmd.Env = append(os.Environ(), "KUBELET_DIR="+n.dir, "CRI_ENDPOINT="+n.endpoint, "CNI_DATA_DIR="+n.pn.ipamDir,
@@ -110,14 +110,14 @@ func (n *node) kubeletSh(t *testing.T, args ...string) (string, error) {
 	return lines[len(lines)-1], nil
 }
 
-func (n *node) startKubelet(t *testing.T) {
+func (n *node) startKubelet(t testing.TB) {
 	t.Helper()
 	port, err := n.kubeletSh(t, "start")
 	assert.NilError(t, err, "kubelet log:\n%s", lastLines(n.kubeletLog(), 40))
 	n.port = port
 }
 
-func (n *node) stopKubelet(t *testing.T) {
+func (n *node) stopKubelet(t testing.TB) {
 	t.Helper()
 	_, err := n.kubeletSh(t, "stop")
 	assert.NilError(t, err)
@@ -125,14 +125,14 @@ func (n *node) stopKubelet(t *testing.T) {
 
 // restartShim stops the node's binary (SIGTERM, or SIGKILL when kill) and starts it again on the
 // same socket and root, under the running kubelet.
-func (n *node) restartShim(t *testing.T, kill bool) {
+func (n *node) restartShim(t testing.TB, kill bool) {
 	t.Helper()
 	n.replaceShim(t, n.opts.binary, kill)
 }
 
 // replaceShim stops the node's binary (SIGTERM, or SIGKILL when kill) and starts binary in its
 // place: the same socket, root directory, CNI directories and flags, under the running kubelet.
-func (n *node) replaceShim(t *testing.T, binary string, kill bool) {
+func (n *node) replaceShim(t testing.TB, binary string, kill bool) {
 	t.Helper()
 	if kill {
 		n.shim.kill(t)
@@ -148,7 +148,7 @@ func (n *node) replaceShim(t *testing.T, binary string, kill bool) {
 
 // down removes every manifest, waits for kubelet to stop the pods, stops kubelet, removes what
 // is left of the pods through our binary and fails on anything kubelet or the pods left behind.
-func (n *node) down(t *testing.T) {
+func (n *node) down(t testing.TB) {
 	n.downOnce.Do(func() {
 		if t.Failed() {
 			t.Logf("kubelet log (last lines):\n%s", lastLines(n.kubeletLog(), 80))
@@ -179,7 +179,7 @@ func (n *node) kubeletLog() string {
 }
 
 // apply writes pod as a static pod manifest (JSON is YAML), atomically: kubelet reads the directory every second.
-func (n *node) apply(t *testing.T, pod map[string]any) {
+func (n *node) apply(t testing.TB, pod map[string]any) {
 	t.Helper()
 	name := pod["metadata"].(map[string]any)["name"].(string)
 	b, err := json.MarshalIndent(pod, "", "  ")
@@ -189,7 +189,7 @@ func (n *node) apply(t *testing.T, pod map[string]any) {
 	assert.NilError(t, os.Rename(tmp, filepath.Join(n.dir, "manifests", name+".json")))
 }
 
-func (n *node) deleteManifest(t *testing.T, name string) {
+func (n *node) deleteManifest(t testing.TB, name string) {
 	t.Helper()
 	assert.NilError(t, os.Remove(filepath.Join(n.dir, "manifests", name+".json")))
 }
@@ -224,7 +224,7 @@ func (n *node) podLog(name, uid, container string, attempt int) string {
 }
 
 // sandboxes lists the sandboxes of static pod name ("": all), only ready ones when ready.
-func (n *node) sandboxes(t *testing.T, name string, ready bool) []*runtimeapi.PodSandbox {
+func (n *node) sandboxes(t testing.TB, name string, ready bool) []*runtimeapi.PodSandbox {
 	t.Helper()
 	f := &runtimeapi.PodSandboxFilter{}
 	if name != "" {
@@ -239,7 +239,7 @@ func (n *node) sandboxes(t *testing.T, name string, ready bool) []*runtimeapi.Po
 }
 
 // containers lists the containers of a sandbox (all states).
-func (n *node) containers(t *testing.T, sandboxID string) []*runtimeapi.Container {
+func (n *node) containers(t testing.TB, sandboxID string) []*runtimeapi.Container {
 	t.Helper()
 	resp, err := n.shim.rt.ListContainers(context.Background(), &runtimeapi.ListContainersRequest{
 		Filter: &runtimeapi.ContainerFilter{PodSandboxId: sandboxID}})
@@ -255,7 +255,7 @@ type runningPod struct {
 }
 
 // waitRunning waits until static pod name has one ready sandbox with every named container running.
-func (n *node) waitRunning(t *testing.T, name string, containers ...string) runningPod {
+func (n *node) waitRunning(t testing.TB, name string, containers ...string) runningPod {
 	t.Helper()
 	var p runningPod
 	poll.WaitOn(t, func(poll.LogT) poll.Result {
@@ -281,12 +281,12 @@ func (n *node) waitRunning(t *testing.T, name string, containers ...string) runn
 }
 
 // get is a GET on kubelet's HTTP API.
-func (n *node) get(t *testing.T, path string) (int, []byte) {
+func (n *node) get(t testing.TB, path string) (int, []byte) {
 	t.Helper()
 	return n.do(t, http.MethodGet, path)
 }
 
-func (n *node) do(t *testing.T, method, path string) (int, []byte) {
+func (n *node) do(t testing.TB, method, path string) (int, []byte) {
 	t.Helper()
 	return httpDo(t, n.client, method, "https://127.0.0.1:"+n.port+path)
 }

@@ -212,7 +212,7 @@ type containerStatus struct {
 }
 
 // kubeletPod returns kubelet's status of static pod name (zero when /pods does not list it).
-func (n *node) kubeletPod(t *testing.T, name string) podStatusJSON {
+func (n *node) kubeletPod(t testing.TB, name string) podStatusJSON {
 	t.Helper()
 	code, body := n.get(t, "/pods")
 	assert.Equal(t, code, 200, "%s", body)
@@ -229,7 +229,7 @@ func (n *node) kubeletPod(t *testing.T, name string) podStatusJSON {
 }
 
 // kubeletStatuses returns kubelet's container statuses of static pod name, by container.
-func (n *node) kubeletStatuses(t *testing.T, name string) map[string]containerStatus {
+func (n *node) kubeletStatuses(t testing.TB, name string) map[string]containerStatus {
 	t.Helper()
 	out := map[string]containerStatus{}
 	for _, c := range n.kubeletPod(t, name).Status.ContainerStatuses {
@@ -337,7 +337,7 @@ func TestNodeProbesAndRestarts(t *testing.T) {
 	})
 }
 
-func containerStatusOf(t *testing.T, n *node, id string) *runtimeapi.ContainerStatus {
+func containerStatusOf(t testing.TB, n *node, id string) *runtimeapi.ContainerStatus {
 	t.Helper()
 	resp, err := n.shim.rt.ContainerStatus(t.Context(), &runtimeapi.ContainerStatusRequest{ContainerId: id})
 	assert.NilError(t, err)
@@ -348,7 +348,7 @@ func containerStatusOf(t *testing.T, n *node, id string) *runtimeapi.ContainerSt
 const bridgeGateway = "10.88.0.1"
 
 // freePort is a TCP port nothing on the host listens on now (the kernel's pick).
-func freePort(t *testing.T) int {
+func freePort(t testing.TB) int {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	assert.NilError(t, err)
@@ -358,7 +358,7 @@ func freePort(t *testing.T) int {
 }
 
 // hasLocalAddr tells whether one of the node's interfaces has address ip (traffic to it stays here).
-func hasLocalAddr(t *testing.T, ip string) bool {
+func hasLocalAddr(t testing.TB, ip string) bool {
 	t.Helper()
 	addrs, err := net.InterfaceAddrs()
 	assert.NilError(t, err)
@@ -371,7 +371,7 @@ func hasLocalAddr(t *testing.T, ip string) bool {
 }
 
 // refused checks that nothing answers on addr yet (so that an answer later is the pod's).
-func refused(t *testing.T, addr string) {
+func refused(t testing.TB, addr string) {
 	t.Helper()
 	c, err := net.Dial("tcp", addr)
 	if err == nil {
@@ -391,7 +391,7 @@ func httpdOn(name string, port, hostPort int) map[string]any {
 }
 
 // netns is the network namespace (its /proc link, "net:[inode]") of a process.
-func netns(t *testing.T, pid string) string {
+func netns(t testing.TB, pid string) string {
 	t.Helper()
 	link, err := os.Readlink("/proc/" + pid + "/ns/net")
 	assert.NilError(t, err)
@@ -399,7 +399,7 @@ func netns(t *testing.T, pid string) string {
 }
 
 // containerNetns is the network namespace of an engine container's process.
-func containerNetns(t *testing.T, id string) string {
+func containerNetns(t testing.TB, id string) string {
 	t.Helper()
 	return netns(t, docker(t, "inspect", "--format", "{{.State.Pid}}", id))
 }
@@ -479,7 +479,7 @@ type swapSnapshot struct {
 
 // swapSnapshot waits until static pod name runs every swap container, in our CRI and in kubelet's
 // status (with the sandbox's IP), and returns what both report.
-func (n *node) swapSnapshot(t *testing.T, name string) swapSnapshot {
+func (n *node) swapSnapshot(t testing.TB, name string) swapSnapshot {
 	t.Helper()
 	p := n.waitRunning(t, name, swapContainers...)
 	s := swapSnapshot{name: name, sandbox: p.sandbox.GetId(), uid: p.sandbox.GetMetadata().GetUid(), ip: p.ip,
@@ -511,7 +511,7 @@ func (n *node) swapSnapshot(t *testing.T, name string) swapSnapshot {
 var countedNumber = regexp.MustCompile(`line (\d+)`)
 
 // lastCounted is the number of the last counter line in the log at path (0: none yet).
-func lastCounted(t *testing.T, path string) int {
+func lastCounted(t testing.TB, path string) int {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	if os.IsNotExist(err) {
@@ -528,7 +528,7 @@ func lastCounted(t *testing.T, path string) int {
 }
 
 // waitCountedPast waits until the last counter line in the log at path is past line after.
-func waitCountedPast(t *testing.T, path string, after int) {
+func waitCountedPast(t testing.TB, path string, after int) {
 	t.Helper()
 	poll.WaitOn(t, func(poll.LogT) poll.Result {
 		if got := lastCounted(t, path); got <= after {
@@ -539,7 +539,7 @@ func waitCountedPast(t *testing.T, path string, after int) {
 }
 
 // isLink tells whether kubelet's log path is a symbolic link (upstream's, to the engine's log).
-func isLink(t *testing.T, path string) bool {
+func isLink(t testing.TB, path string) bool {
 	t.Helper()
 	fi, err := os.Lstat(path)
 	assert.NilError(t, err)
@@ -554,7 +554,7 @@ var klogProblem = regexp.MustCompile(`^[EW]\d{4} `)
 // sandbox (the only one), IP and container ids, poke restarted in that sandbox, every restart
 // count carried over. The counters' logs keep growing when existingLogs; the restarted poke's
 // does in any case. It returns the pods as they are then.
-func (n *node) swapTo(t *testing.T, binary, poke string, existingLogs bool, pods []swapSnapshot) []swapSnapshot {
+func (n *node) swapTo(t testing.TB, binary, poke string, existingLogs bool, pods []swapSnapshot) []swapSnapshot {
 	t.Helper()
 	kubeletLogAt, before := len(n.kubeletLog()), map[string]int{}
 	for _, p := range pods {
@@ -609,7 +609,7 @@ func (n *node) swapTo(t *testing.T, binary, poke string, existingLogs bool, pods
 }
 
 // startSwapPod starts a pod after a swap: it runs, with an IP no other pod has, and logs.
-func (n *node) startSwapPod(t *testing.T, name string, others []swapSnapshot) swapSnapshot {
+func (n *node) startSwapPod(t testing.TB, name string, others []swapSnapshot) swapSnapshot {
 	t.Helper()
 	n.apply(t, swapPod(name))
 	p := n.swapSnapshot(t, name)
@@ -661,7 +661,7 @@ func TestNodeSwap(t *testing.T) {
 
 // startProxyBackend starts the node's proxyBackend with the node's pod flags (CNI, root, sandbox
 // image) on a socket of its own, and returns our binary's flags as the pin proxy in front of it.
-func (n *node) startProxyBackend(t *testing.T) []string {
+func (n *node) startProxyBackend(t testing.TB) []string {
 	t.Helper()
 	flags := append(n.pn.flags(filepath.Join(t.TempDir(), "backend-root")), "--log-level", "info")
 	n.backend = startShimBin(t, n.opts.proxyBackend[0], append(flags, n.opts.proxyBackend[1:]...)...)

@@ -56,7 +56,7 @@ type podNet struct {
 	confDir, cacheDir, ipamDir string
 }
 
-func newPodNet(t *testing.T) podNet {
+func newPodNet(t testing.TB) podNet {
 	t.Helper()
 	dir := t.TempDir()
 	n := podNet{confDir: filepath.Join(dir, "net.d"), cacheDir: filepath.Join(dir, "cache"), ipamDir: filepath.Join(dir, "net.d", "ipam")}
@@ -73,7 +73,7 @@ func (n podNet) flags(root string) []string {
 }
 
 // leasedIPs are the pod IPs host-local holds in n.
-func (n podNet) leasedIPs(t *testing.T) []string {
+func (n podNet) leasedIPs(t testing.TB) []string {
 	t.Helper()
 	var ips []string
 	entries, err := os.ReadDir(filepath.Join(n.ipamDir, "dockpin"))
@@ -100,21 +100,21 @@ func podConfig(name string) *runtimeapi.PodSandboxConfig {
 	}
 }
 
-func runPod(t *testing.T, s *shim, cfg *runtimeapi.PodSandboxConfig) string {
+func runPod(t testing.TB, s *shim, cfg *runtimeapi.PodSandboxConfig) string {
 	t.Helper()
 	resp, err := s.rt.RunPodSandbox(context.Background(), &runtimeapi.RunPodSandboxRequest{Config: cfg})
 	assert.NilError(t, err)
 	return resp.GetPodSandboxId()
 }
 
-func podStatus(t *testing.T, s *shim, id string) *runtimeapi.PodSandboxStatus {
+func podStatus(t testing.TB, s *shim, id string) *runtimeapi.PodSandboxStatus {
 	t.Helper()
 	resp, err := s.rt.PodSandboxStatus(context.Background(), &runtimeapi.PodSandboxStatusRequest{PodSandboxId: id})
 	assert.NilError(t, err)
 	return resp.GetStatus()
 }
 
-func stopAndRemovePod(t *testing.T, s *shim, id string) {
+func stopAndRemovePod(t testing.TB, s *shim, id string) {
 	t.Helper()
 	ctx := context.Background()
 	_, err := s.rt.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: id})
