@@ -44,6 +44,7 @@ type View struct {
 	listAt    time.Time
 	hits      uint64
 	misses    uint64
+	events    uint64 // container events received
 }
 
 // New returns a View over c, resyncing at least every maxAge.
@@ -160,9 +161,12 @@ func (v *View) follow(ctx context.Context) error {
 			if !ok {
 				return <-errs
 			}
+			v.mu.Lock()
+			v.events++
 			if changesLists(ev.Action) {
-				v.changed()
+				v.gen++
 			}
+			v.mu.Unlock()
 		case err := <-errs:
 			return err
 		}
@@ -185,7 +189,7 @@ func changesLists(action string) bool {
 func (v *View) State() map[string]any {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	return map[string]any{"streaming": v.streaming, "hits": v.hits, "misses": v.misses, "current": v.current(time.Now())}
+	return map[string]any{"streaming": v.streaming, "hits": v.hits, "misses": v.misses, "events": v.events, "current": v.current(time.Now())}
 }
 
 // filter selects what f selects from a full list, as the engine does: every label

@@ -82,19 +82,20 @@ func (e *env) waitUncached(t *testing.T) {
 	}, poll.WithDelay(time.Millisecond))
 }
 
-// settle waits until the view answers from its list: the events of earlier changes
-// have been applied.
+// settle waits until the view has applied every container event sent so far (one
+// stream: the view has received them all), then lists once: the view is current.
 func (e *env) settle(t *testing.T) {
 	t.Helper()
 	poll.WaitOn(t, func(poll.LogT) poll.Result {
-		e.list(t, docker.ContainerFilter{})
-		calls := e.engineLists()
-		e.list(t, docker.ContainerFilter{})
-		if e.engineLists() != calls {
-			return poll.Continue("not current yet")
+		e.view.mu.Lock()
+		got := e.view.events
+		e.view.mu.Unlock()
+		if sent := e.engine.ContainerEventsSent(); got < uint64(sent) {
+			return poll.Continue("%d of %d events applied", got, sent)
 		}
 		return poll.Success()
 	}, poll.WithDelay(time.Millisecond))
+	e.list(t, docker.ContainerFilter{})
 }
 
 func TestQuietListsDoNotReachTheEngine(t *testing.T) {

@@ -119,6 +119,13 @@ func (f *Fake) publishContainer(action, id string) {
 	}
 }
 
+// ContainerEventsSent counts the container events sent so far.
+func (f *Fake) ContainerEventsSent() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.ctrs.history)
+}
+
 // ContainerEvents implements docker.Client: events since since are replayed first.
 func (f *Fake) ContainerEvents(ctx context.Context, since time.Time) (<-chan docker.ContainerEvent, <-chan error) {
 	return open(f, &f.ctrs, ctx, "ContainerEvents", since, func(ev docker.ContainerEvent) time.Time { return ev.Time })
