@@ -143,6 +143,9 @@ type LayerSizer interface {
 	// Get returns the last measurement of container id's writable layer, if any, and
 	// asks for the next: pid is its init process, upperDir the layer the engine names.
 	Get(id string, pid int, upperDir string, now time.Time) (stats.Layer, bool)
+	// Last returns the last measurement of container id's writable layer, if any,
+	// without asking for one.
+	Last(id string) (stats.Layer, bool)
 }
 
 // NRI relays pod and container lifecycle events to NRI plugins (implemented by

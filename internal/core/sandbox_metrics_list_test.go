@@ -5,10 +5,13 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"testing"
+	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"gotest.tools/v3/assert"
+	is "gotest.tools/v3/assert/cmp"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/dockpin/cri-dockerd/internal/core/stats"
@@ -216,4 +219,65 @@ func TestListPodSandboxMetricsErrors(t *testing.T) {
 	env.engine.SetDown(true)
 	_, err = env.svc.ListPodSandboxMetrics(context.Background(), &runtimeapi.ListPodSandboxMetricsRequest{})
 	assert.Check(t, cerrdefs.IsUnavailable(err), "engine down: %v", err)
+}
+
+// fakeLayers is a LayerSizer whose measurements the test sets.
+type fakeLayers struct {
+	mu       sync.Mutex
+	measured map[string]stats.Layer
+}
+
+func (f *fakeLayers) Get(id string, _ int, _ string, _ time.Time) (stats.Layer, bool) {
+	return f.Last(id)
+}
+
+func (f *fakeLayers) Last(id string) (stats.Layer, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	m, ok := f.measured[id]
+	return m, ok
+}
+
+func (f *fakeLayers) set(id string, bytes uint64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.measured[id] = stats.Layer{Bytes: bytes, Inodes: 1, Time: time.Now()}
+}
+
+// container_fs_usage_bytes comes from the engine's sizes while a container has no
+// background measurement (critest asks right after the start), then from the
+// measurement, without the size list that makes the engine walk every layer.
+func TestListPodSandboxMetricsWritableLayer(t *testing.T) {
+	env := newRTEnv(t)
+	host := newRTMetrics(t, env)
+	layers := &fakeLayers{measured: map[string]stats.Layer{}}
+	env.svc.deps.Layers = layers
+	sbID, sbCfg := env.webSandbox(t)
+	app := env.runContainer(t, sbID, sbCfg, "app")
+	env.engine.SetWritableSize(app, 40960)
+	host.addProcess(t, sbID, env.inspect(t, sbID).Pid, 0)
+	host.addProcess(t, app, env.inspect(t, app).Pid, 0)
+	fsUsage := func() (uint64, bool) {
+		t.Helper()
+		resp, err := env.svc.ListPodSandboxMetrics(context.Background(), &runtimeapi.ListPodSandboxMetricsRequest{})
+		assert.NilError(t, err)
+		assert.Assert(t, is.Len(resp.PodMetrics, 1))
+		assert.Assert(t, is.Len(resp.PodMetrics[0].ContainerMetrics, 1))
+		for _, m := range resp.PodMetrics[0].ContainerMetrics[0].Metrics {
+			if m.GetName() == "container_fs_usage_bytes" {
+				return m.GetValue().GetValue(), true
+			}
+		}
+		return 0, false
+	}
+	lists := env.engine.Calls("ListContainers")
+	v, ok := fsUsage()
+	assert.Check(t, ok && v == 40960, "the engine's size before a measurement: %d %v", v, ok)
+	assert.Check(t, is.Equal(env.engine.Calls("ListContainers")-lists, 3), "sandboxes, containers, containers with sizes")
+
+	layers.set(app, 8192)
+	lists = env.engine.Calls("ListContainers")
+	v, ok = fsUsage()
+	assert.Check(t, ok && v == 8192, "the measurement: %d %v", v, ok)
+	assert.Check(t, is.Equal(env.engine.Calls("ListContainers")-lists, 2), "no size list once measured")
 }

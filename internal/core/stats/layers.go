@@ -86,6 +86,14 @@ func (l *Layers) Get(id string, pid int, upperDir string, now time.Time) (Layer,
 	return m, ok
 }
 
+// Last returns the last measurement of container id's writable layer, if any.
+func (l *Layers) Last(id string) (Layer, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	m, ok := l.measured[id]
+	return m, ok
+}
+
 // Run measures the layers asked for until ctx ends.
 func (l *Layers) Run(ctx context.Context) {
 	timer := time.NewTimer(0)
