@@ -26,7 +26,8 @@ import (
 // every 2 s, and every fifth has a container that exits and is restarted. Every
 // E2E_SOAK_SAMPLE_SECONDS (default: 18 samples a run, 10 to 30 s apart) it samples our RSS, goroutines, open files and
 // threads, the engine's containers, leased IPs, veths and mounts. It fails when:
-//   - after a warm-up (a round over the slots and a minute), RSS grows by 5% or
+//   - in a soak of at least 10 minutes after a warm-up (a round over the slots and a
+//     minute; CI's 3 minutes only log the figures), RSS grows by 5% or
 //     more over the second half (the median of the second half's samples over the
 //     first half's);
 //   - once the churn stops and kubelet has removed every pod, goroutines and open files do
@@ -92,6 +93,10 @@ func TestNodeSoak(t *testing.T) {
 	t.Logf("soak: %d pods created over %s on %d slots", sum(gens), time.Since(start).Round(time.Second), slots)
 
 	// RSS over the second half of the samples after the warm-up.
+	// A window under 10 minutes cannot tell a leak from the node still filling up
+	// (3-minute CI runs swung -4.5% to +8% with nothing leaking): its figures are
+	// logged, the rule applies to longer soaks (make soak).
+	window := time.Since(start) - warmup
 	if len(samples) >= 4 {
 		// Medians: the RSS follows how many pods live at the moment, which the churn
 		// makes swing; a leak moves the whole second half up.
@@ -99,7 +104,11 @@ func TestNodeSoak(t *testing.T) {
 		half, end := medianRSS(samples[:mid]), medianRSS(samples[mid:])
 		growth := (end - half) / half * 100
 		t.Logf("soak: median RSS %.1f MiB over the first half, %.1f MiB over the second: %+.1f%%", half/1024, end/1024, growth)
-		assert.Check(t, growth < 5, "RSS grew %.1f%% over the second half", growth)
+		if window >= 10*time.Minute {
+			assert.Check(t, growth < 5, "RSS grew %.1f%% over the second half", growth)
+		} else {
+			t.Logf("soak: %s after the warm-up, under 10 minutes: the RSS rule is not applied", window.Round(time.Second))
+		}
 	} else {
 		t.Logf("soak: %d samples after the warm-up (%s), too few for the RSS rule", len(samples), warmup)
 	}
