@@ -32,7 +32,7 @@ func (s *Service) PodSandboxStats(ctx context.Context, req *runtimeapi.PodSandbo
 	return &runtimeapi.PodSandboxStatsResponse{Stats: st}, nil
 }
 
-// sandboxStats samples sandbox sb and its containers cs. Like a container's, the
+// sandboxStats samples sandbox sb and its containers cs (those of sb only). Like a container's, the
 // sandbox's usage comes from its cgroup, else from the engine. A container removed
 // meanwhile is left out; any other failure fails the whole sample (its totals would be
 // wrong). NotFound: the sandbox stopped meanwhile.
@@ -65,9 +65,6 @@ func (s *Service) sandboxStats(ctx context.Context, sb docker.Container, cs []li
 		p = proc{pid: d.Pid, network: d.NetworkMode}
 	}
 	for _, c := range cs {
-		if c.engine.Labels[labelSandboxID] != sb.ID {
-			continue
-		}
 		st, sample, err := s.containerStats(ctx, c.engine, c.cri.GetMetadata())
 		if cerrdefs.IsNotFound(err) {
 			s.logger(ctx).WithError(err).WithField("container", c.engine.ID).Debug("leaving out a container that is gone from its pod's stats")

@@ -35,12 +35,16 @@ func (s *Service) ListPodSandboxStats(ctx context.Context, req *runtimeapi.ListP
 			return nil, err
 		}
 	}
+	byPod := map[string][]listedContainer{}
+	for _, c := range cs {
+		byPod[c.engine.Labels[labelSandboxID]] = append(byPod[c.engine.Labels[labelSandboxID]], c)
+	}
 	out := make([]*runtimeapi.PodSandboxStats, 0, len(sandboxes))
 	for _, sb := range sandboxes {
 		if s.hidden(sb.ID) {
 			continue // its NRI plugins have not run it yet
 		}
-		st, err := s.sandboxStats(ctx, sb, cs)
+		st, err := s.sandboxStats(ctx, sb, byPod[sb.ID])
 		if err != nil {
 			if s.leaveOut(ctx, err, "sandbox", sb.ID) {
 				continue
