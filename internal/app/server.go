@@ -13,12 +13,14 @@ import (
 	"syscall"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/containerd/errdefs/pkg/errgrpc"
 	"github.com/coreos/go-systemd/v22/daemon"
 	"github.com/sirupsen/logrus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/dockpin/cri-dockerd/internal/core"
@@ -44,8 +46,39 @@ var longRunning = map[string]bool{"PullImage": true, "ExecSync": true, "Exec": t
 
 // polling RPCs are logged at debug level; everything else changes state and is logged at info.
 func polling(rpc string) bool {
-	return strings.HasPrefix(rpc, "List") || strings.HasSuffix(rpc, "Status") ||
+	return strings.HasPrefix(rpc, "List") || strings.HasPrefix(rpc, "Stream") || strings.HasSuffix(rpc, "Status") ||
 		rpc == "ImageFsInfo" || rpc == "Version" || strings.HasSuffix(rpc, "Stats")
+}
+
+// streamingList names, for each unary list, the streaming RPC (KEP-5825) that serves
+// the same list in chunks; the name a client needs when the unary answer is too large.
+func streamingList(rpc string) string {
+	switch rpc {
+	case "ListContainers":
+		return "StreamContainers"
+	case "ListPodSandbox":
+		return "StreamPodSandboxes"
+	case "ListImages":
+		return "StreamImages"
+	case "ListContainerStats", "ListPodSandboxStats", "ListPodSandboxMetrics":
+		return "Stream" + strings.TrimPrefix(rpc, "List")
+	}
+	return ""
+}
+
+// tooLarge fails a list answer that gRPC would refuse to send (over maxMsgSize) with
+// ResourceExhausted naming the streaming RPC, instead of the transport's error.
+func tooLarge(rpc string, resp any) error {
+	stream := streamingList(rpc)
+	m, ok := resp.(proto.Message)
+	if stream == "" || !ok {
+		return nil
+	}
+	if n := proto.Size(m); n > maxMsgSize {
+		return fmt.Errorf("%s: the answer is %d bytes, over the %d-byte gRPC message limit; use %s (kubelet: feature gate CRIListStreaming): %w",
+			rpc, n, maxMsgSize, stream, cerrdefs.ErrResourceExhausted)
+	}
+	return nil
 }
 
 func (i *interceptor) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
@@ -53,16 +86,20 @@ func (i *interceptor) unary(ctx context.Context, req any, info *grpc.UnaryServer
 	var resp any
 	err := i.serve(ctx, rpc, !longRunning[rpc], func(ctx context.Context) error {
 		var err error
-		resp, err = handler(ctx, req)
-		return err
+		if resp, err = handler(ctx, req); err != nil {
+			return err
+		}
+		return tooLarge(rpc, resp)
 	})
 	return resp, err
 }
 
-// stream serves a server-streaming RPC as unary serves the others; streams are
-// long-lived, so the request timeout does not apply.
+// stream serves a server-streaming RPC as unary serves the others. A streaming list
+// (Stream*) is a list and is bounded by the request timeout; other streams (events) are
+// long-lived.
 func (i *interceptor) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-	return i.serve(ss.Context(), path.Base(info.FullMethod), false, func(ctx context.Context) error {
+	rpc := path.Base(info.FullMethod)
+	return i.serve(ss.Context(), rpc, strings.HasPrefix(rpc, "Stream"), func(ctx context.Context) error {
 		return handler(srv, &ctxStream{ServerStream: ss, ctx: ctx})
 	})
 }

@@ -61,6 +61,53 @@ func TestInterceptorDeadlines(t *testing.T) {
 	assert.Check(t, !deadline("/runtime.v1.ImageService/PullImage"), "pulls are bounded by the progress deadline instead")
 }
 
+func TestInterceptorStreamDeadlines(t *testing.T) {
+	ic := &interceptor{log: logctx.Discard(), timeout: time.Minute}
+	deadline := func(method string) bool {
+		var has bool
+		assert.NilError(t, ic.stream(nil, &ctxStream{ctx: context.Background()}, &grpc.StreamServerInfo{FullMethod: method},
+			func(_ any, ss grpc.ServerStream) error { _, has = ss.Context().Deadline(); return nil }))
+		return has
+	}
+	assert.Check(t, deadline("/runtime.v1.RuntimeService/StreamContainers"), "a streaming list is a list")
+	assert.Check(t, !deadline("/runtime.v1.RuntimeService/GetContainerEvents"), "an event stream lives on")
+}
+
+// TestInterceptorRefusesListsOverTheLimit shows a list answer gRPC would refuse to
+// send failing with ResourceExhausted that names the streaming RPC.
+func TestInterceptorRefusesListsOverTheLimit(t *testing.T) {
+	ic := &interceptor{log: logctx.Discard(), timeout: time.Minute}
+	containers := func(n int) *runtimeapi.ListContainersResponse {
+		resp := &runtimeapi.ListContainersResponse{}
+		for i := range n {
+			resp.Containers = append(resp.Containers, &runtimeapi.Container{
+				Id: fmt.Sprintf("%064d", i), Labels: map[string]string{"pad": strings.Repeat("x", 1400)},
+			})
+		}
+		return resp
+	}
+	call := func(method string, resp any) error {
+		_, err := ic.unary(context.Background(), nil, &grpc.UnaryServerInfo{FullMethod: method},
+			func(context.Context, any) (any, error) { return resp, nil })
+		return err
+	}
+	assert.NilError(t, call("/runtime.v1.RuntimeService/ListContainers", containers(1000)))
+	err := call("/runtime.v1.RuntimeService/ListContainers", containers(12000))
+	assert.Equal(t, status.Code(err), codes.ResourceExhausted)
+	assert.Check(t, is.Contains(status.Convert(err).Message(), "use StreamContainers"))
+	err = call("/runtime.v1.RuntimeService/ListPodSandboxStats", &runtimeapi.ListPodSandboxStatsResponse{
+		Stats: []*runtimeapi.PodSandboxStats{{Attributes: &runtimeapi.PodSandboxAttributes{
+			Annotations: map[string]string{"pad": strings.Repeat("x", maxMsgSize)}}}},
+	})
+	assert.Check(t, is.Contains(status.Convert(err).Message(), "use StreamPodSandboxStats"))
+	for rpc, stream := range map[string]string{
+		"ListPodSandbox": "StreamPodSandboxes", "ListImages": "StreamImages", "ListContainerStats": "StreamContainerStats",
+		"ListPodSandboxMetrics": "StreamPodSandboxMetrics", "ListMetricDescriptors": "", "Status": "",
+	} {
+		assert.Check(t, is.Equal(streamingList(rpc), stream), rpc)
+	}
+}
+
 func TestInterceptorLogsPhasesAtDebug(t *testing.T) {
 	log, hook := logtest.NewNullLogger()
 	log.SetLevel(logrus.DebugLevel)
@@ -90,7 +137,8 @@ func TestInterceptorLogsPhasesAtDebug(t *testing.T) {
 func TestPolling(t *testing.T) {
 	for rpc, want := range map[string]bool{
 		"ListImages": true, "ImageStatus": true, "ImageFsInfo": true, "Version": true, "Status": true,
-		"PullImage": false, "RemoveImage": false, "RunPodSandbox": false,
+		"StreamContainers": true, "StreamImages": true,
+		"PullImage": false, "RemoveImage": false, "RunPodSandbox": false, "GetContainerEvents": false,
 	} {
 		assert.Equal(t, polling(rpc), want, rpc)
 	}

@@ -62,6 +62,16 @@ func (b *fakeBackend) ListImages(_ context.Context, req *runtimeapi.ListImagesRe
 	return &runtimeapi.ListImagesResponse{Images: out}, nil
 }
 
+// StreamImages sends the images one a message, so that a proxy has chunks to keep apart.
+func (b *fakeBackend) StreamImages(_ *runtimeapi.StreamImagesRequest, s grpc.ServerStreamingServer[runtimeapi.StreamImagesResponse]) error {
+	for _, img := range b.images {
+		if err := s.Send(&runtimeapi.StreamImagesResponse{Images: []*runtimeapi.Image{img}}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func (b *fakeBackend) ImageStatus(_ context.Context, req *runtimeapi.ImageStatusRequest) (*runtimeapi.ImageStatusResponse, error) {
 	for _, img := range b.images {
 		if img.RepoTags[0] == req.GetImage().GetImage() || img.Id == req.GetImage().GetImage() {

@@ -3,7 +3,9 @@ package pinproxy
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/containerd/errdefs/pkg/errgrpc"
@@ -59,29 +61,98 @@ func (p *Proxy) listImages(ctx context.Context, ss grpc.ServerStream) error {
 	if err != nil {
 		return errgrpc.ToGRPC(fmt.Errorf("list images: read image labels from the engine: %w", err))
 	}
-	views := make([]pin.Image, len(resp.Images))
-	for i, img := range resp.Images {
+	npinned, err := p.pinImages(ctx, resp.Images, labels)
+	if err != nil {
+		return errgrpc.ToGRPC(fmt.Errorf("list images: %w", err))
+	}
+	logctx.For(ctx, p.log).WithField("images", len(resp.Images)).WithField("pinned", npinned).Debug("listed images through the backend")
+	return reply(ss, &resp, hdr, trl)
+}
+
+// pinImages marks imgs pinned when the backend or one of our sources pins them, with
+// labels (by image ID) from the engine; it returns how many are pinned. It fails when a
+// source has no usable state or an image's labels cannot be read.
+func (p *Proxy) pinImages(ctx context.Context, imgs []*runtimeapi.Image, labels map[string]map[string]string) (int, error) {
+	views := make([]pin.Image, len(imgs))
+	for i, img := range imgs {
 		l, ok := labels[img.GetId()]
 		if !ok { // not indexed yet (pulled a moment ago): without its labels it could look unpinned
+			var err error
 			if l, err = p.engine.ImageLabelsOf(ctx, img.GetId()); err != nil && !cerrdefs.IsNotFound(err) {
-				return errgrpc.ToGRPC(fmt.Errorf("list images: read the labels of image %s from the engine: %w", img.GetId(), err))
+				return 0, fmt.Errorf("read the labels of image %s from the engine: %w", img.GetId(), err)
 			}
 		}
 		views[i] = view(img, l)
 	}
 	reasons, err := p.pins.Evaluate(ctx, views)
 	if err != nil {
-		return errgrpc.ToGRPC(fmt.Errorf("list images: %w", err))
+		return 0, err
 	}
 	npinned := 0
-	for i, img := range resp.Images {
+	for i, img := range imgs {
 		img.Pinned = img.Pinned || len(reasons[i]) > 0
 		if img.Pinned {
 			npinned++
 		}
 	}
-	logctx.For(ctx, p.log).WithField("images", len(resp.Images)).WithField("pinned", npinned).Debug("listed images through the backend")
-	return reply(ss, &resp, hdr, trl)
+	return npinned, nil
+}
+
+// streamImages relays the backend's StreamImages (KEP-5825) with each chunk's images
+// pinned as listImages pins them; a chunk that cannot be pinned ends the stream with
+// the error, so that kubelet discards it rather than see pinned images unpinned.
+func (p *Proxy) streamImages(ctx context.Context, ss grpc.ServerStream) error {
+	var req frame
+	if err := ss.RecvMsg(&req); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	cs, err := p.conn.NewStream(ctx, &grpc.StreamDesc{ServerStreams: true}, streamImagesMethod, grpc.ForceCodec(rawCodec{}))
+	if err != nil {
+		return err
+	}
+	if err := cs.SendMsg(&req); err != nil {
+		return err
+	}
+	if err := cs.CloseSend(); err != nil {
+		return err
+	}
+	if md, err := cs.Header(); err == nil && len(md) > 0 {
+		if err := ss.SendHeader(md); err != nil {
+			return err
+		}
+	}
+	var labels map[string]map[string]string
+	images, npinned := 0, 0
+	for {
+		var raw frame
+		if err := cs.RecvMsg(&raw); err != nil {
+			ss.SetTrailer(cs.Trailer())
+			if errors.Is(err, io.EOF) {
+				logctx.For(ctx, p.log).WithField("images", images).WithField("pinned", npinned).Debug("streamed images through the backend")
+				return nil
+			}
+			return err // the backend's status, or Unavailable when it is gone
+		}
+		var chunk runtimeapi.StreamImagesResponse
+		if err := proto.Unmarshal(raw.payload, &chunk); err != nil {
+			return status.Errorf(codes.Internal, "proxy: decode the backend's %s answer: %v", streamImagesMethod, err)
+		}
+		if labels == nil {
+			if labels, err = p.engine.ImageLabels(ctx); err != nil {
+				return errgrpc.ToGRPC(fmt.Errorf("stream images: read image labels from the engine: %w", err))
+			}
+		}
+		n, err := p.pinImages(ctx, chunk.Images, labels)
+		if err != nil {
+			return errgrpc.ToGRPC(fmt.Errorf("stream images: %w", err))
+		}
+		images, npinned = images+len(chunk.Images), npinned+n
+		if err := ss.SendMsg(&chunk); err != nil {
+			return err
+		}
+	}
 }
 
 // imageStatus answers the backend's status with the image pinned when the backend or

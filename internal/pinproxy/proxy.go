@@ -81,9 +81,10 @@ func (p *Proxy) ServerOptions() []grpc.ServerOption {
 
 // The RPCs whose answer the proxy changes.
 const (
-	listImagesMethod  = "/runtime.v1.ImageService/ListImages"
-	imageStatusMethod = "/runtime.v1.ImageService/ImageStatus"
-	statusMethod      = "/runtime.v1.RuntimeService/Status"
+	listImagesMethod   = "/runtime.v1.ImageService/ListImages"
+	imageStatusMethod  = "/runtime.v1.ImageService/ImageStatus"
+	streamImagesMethod = "/runtime.v1.ImageService/StreamImages"
+	statusMethod       = "/runtime.v1.RuntimeService/Status"
 )
 
 // passthrough describes any RPC: a stream each way covers unary and streaming ones.
@@ -100,6 +101,8 @@ func (p *Proxy) handle(_ any, ss grpc.ServerStream) error {
 		return p.listImages(ctx, ss)
 	case imageStatusMethod:
 		return p.imageStatus(ctx, ss)
+	case streamImagesMethod:
+		return p.streamImages(ctx, ss)
 	case statusMethod:
 		return p.status(ctx, ss)
 	}

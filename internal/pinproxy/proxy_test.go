@@ -99,6 +99,44 @@ func TestListImagesPinnedIsBackendOrOurs(t *testing.T) {
 	}
 }
 
+// streamImages collects a StreamImages through the proxy: pinned by image ID, and the
+// number of messages.
+func streamImages(t *testing.T, h *harness) (map[string]bool, int, error) {
+	t.Helper()
+	stream, err := h.img.StreamImages(context.Background(), &runtimeapi.StreamImagesRequest{})
+	assert.NilError(t, err)
+	got, msgs := map[string]bool{}, 0
+	for {
+		m, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return got, msgs, nil
+		}
+		if err != nil {
+			return got, msgs, err
+		}
+		msgs++
+		for _, img := range m.Images {
+			got[img.Id] = img.Pinned
+		}
+	}
+}
+
+// StreamImages (KEP-5825) through the proxy pins as ListImages does, chunk by chunk;
+// when a pin cannot be decided the stream fails rather than show an image unpinned.
+func TestStreamImagesPinnedIsBackendOrOurs(t *testing.T) {
+	got, msgs, err := streamImages(t, newHarness(t))
+	assert.NilError(t, err)
+	assert.Check(t, is.DeepEqual(got, map[string]bool{idPlain: false, idPattern: true, idLabel: true, idBackend: true}))
+	assert.Check(t, is.Equal(msgs, 4), "the backend's chunks pass through as they are")
+
+	_, _, err = streamImages(t, newHarness(t, failingSource{}))
+	assert.Check(t, is.Equal(status.Code(err), codes.Unavailable), "%v", err)
+	assert.Check(t, is.ErrorContains(err, "stream images"))
+
+	_, _, err = streamImages(t, newHarnessWithEngine(t, &fakeEngine{err: cerrdefs.ErrUnavailable}))
+	assert.Check(t, is.Equal(status.Code(err), codes.Unavailable), "%v", err)
+}
+
 func TestImageStatusPinnedIsBackendOrOurs(t *testing.T) {
 	h := newHarness(t)
 	tests := []struct {

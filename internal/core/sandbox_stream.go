@@ -1,0 +1,17 @@
+package core
+
+import (
+	"google.golang.org/grpc"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// StreamPodSandboxes is ListPodSandbox in chunks (KEP-5825).
+func (s *Service) StreamPodSandboxes(req *runtimeapi.StreamPodSandboxesRequest, ss grpc.ServerStreamingServer[runtimeapi.StreamPodSandboxesResponse]) error {
+	resp, err := s.ListPodSandbox(ss.Context(), &runtimeapi.ListPodSandboxRequest{Filter: req.GetFilter()})
+	if err != nil {
+		return err
+	}
+	return sendChunks(resp.GetItems(), func(part []*runtimeapi.PodSandbox) error {
+		return ss.Send(&runtimeapi.StreamPodSandboxesResponse{PodSandboxes: part})
+	})
+}
