@@ -6,6 +6,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -32,7 +34,15 @@ import (
 //     and open files; kubelet's mean PLEG relist (kubelet_pleg_relist_duration_seconds);
 //   - stats: /stats/summary, ListContainerStats and ListPodSandboxStats, 10 calls each
 //     (median and the slowest; upstream answers ListPodSandboxStats Unimplemented);
-//   - teardown: manifests removed → no container running, → no sandbox left.
+//   - teardown: manifests removed → no container running, → no sandbox left;
+//   - arrival (BENCH_NODE_ARRIVAL_RATE pods a second, default 1, 0 for none; as
+//     clusterloader2's node-throughput test): a new node, the N manifests written one
+//     after another at that rate, p50/p99 of manifest → container started.
+//
+// BENCH_NODE_EVENTED=1 adds a run of ours with kubelet's EventedPLEG gate (kubelet
+// relists every 300 s and follows GetContainerEvents). BENCH_NODE_SHIM_FLAGS adds flags to
+// our binary (say "--log-level debug" for the request phases); BENCH_NODE_PPROF=DIR
+// writes a CPU profile of our binary over the steady state to DIR/<store>-<run>.pprof.
 //
 // The residue after teardown (mounts, veths, leased IPs, processes) must be zero: the
 // node's own check fails the run otherwise. hack/bench-node.sh (make bench-node) runs
@@ -41,40 +51,91 @@ func BenchmarkNodeE2E(b *testing.B) {
 	requireNode(b)
 	pods := envInt("BENCH_NODE_PODS", 110)
 	steady := time.Duration(envInt("BENCH_NODE_STEADY_SECONDS", 120)) * time.Second
-	type binary struct{ name, path string }
-	bins := []binary{{"ours", env.binary}}
-	if env.upstream != "" {
-		bins = append(bins, binary{"upstream", env.upstream})
+	type run struct {
+		name, path string
+		gates      string // kubelet feature gates, as YAML map entries
 	}
+	runs := []run{{name: "ours", path: env.binary}}
+	if os.Getenv("BENCH_NODE_EVENTED") == "1" {
+		runs = append(runs, run{name: "ours-evented", path: env.binary, gates: "EventedPLEG: true"})
+	}
+	if env.upstream != "" {
+		runs = append(runs, run{name: "upstream", path: env.upstream})
+	}
+	rate := envFloat(b, "BENCH_NODE_ARRIVAL_RATE", 1)
 	for round := range envInt("BENCH_NODE_ROUNDS", 1) {
-		order := slices.Clone(bins)
+		order := slices.Clone(runs)
 		if round%2 == 1 {
 			slices.Reverse(order)
 		}
-		for _, bin := range order {
-			b.Run(fmt.Sprintf("binary=%s/pods=%d", bin.name, pods), func(b *testing.B) {
+		for _, r := range order {
+			opts := nodeOpts{binary: r.path, kubeletConfig: fmt.Sprintf("maxPods: %d", pods+10)}
+			if r.gates != "" {
+				opts.kubeletConfig += "\nfeatureGates: {" + r.gates + "}"
+			}
+			var profile string
+			if r.path == env.binary {
+				opts.shimFlags = strings.Fields(os.Getenv("BENCH_NODE_SHIM_FLAGS"))
+				if dir := os.Getenv("BENCH_NODE_PPROF"); dir != "" {
+					opts.shimFlags = append(opts.shimFlags, "--metrics-address", "127.0.0.1:0", "--enable-pprof")
+					profile = filepath.Join(dir, env.store+"-"+r.name+".pprof")
+				}
+			}
+			b.Run(fmt.Sprintf("binary=%s/pods=%d", r.name, pods), func(b *testing.B) {
 				for range b.N {
-					runNodeBench(b, bin.path, pods, steady)
+					runNodeBench(b, opts, pods, steady, profile)
 				}
 			})
+			if rate > 0 {
+				b.Run(fmt.Sprintf("binary=%s/arrival=%gps/pods=%d", r.name, rate, pods), func(b *testing.B) {
+					for range b.N {
+						runArrivalBench(b, opts, pods, rate)
+					}
+				})
+			}
 		}
 	}
 }
 
-func runNodeBench(b *testing.B, binary string, pods int, steady time.Duration) {
-	n := startNode(b, nodeOpts{binary: binary, kubeletConfig: fmt.Sprintf("maxPods: %d", pods+10)})
-	ctx := context.Background()
+// envFloat returns the number in environment variable key, def when unset.
+func envFloat(t testing.TB, key string, def float64) float64 {
+	v := os.Getenv(key)
+	if v == "" {
+		return def
+	}
+	f, err := strconv.ParseFloat(v, 64)
+	assert.NilError(t, err, key)
+	return f
+}
 
-	// Start: every manifest at once.
+// runArrivalBench writes pods manifests at rate a second on a new node and reports the
+// quantiles of manifest → container started.
+func runArrivalBench(b *testing.B, opts nodeOpts, pods int, rate float64) {
+	n := startNode(b, opts)
 	written := make(map[string]time.Time, pods)
+	every := time.Duration(float64(time.Second) / rate)
+	next := time.Now()
 	for i := range pods {
-		name := fmt.Sprintf("bench-%03d", i)
+		name := fmt.Sprintf("arrive-%03d", i)
 		c := counterContainer("app")
 		c["env"] = []map[string]string{{"name": "INTERVAL", "value": "10s"}}
+		time.Sleep(time.Until(next))
 		written[podName(name)] = time.Now()
 		n.apply(b, staticPod(name, c))
+		next = next.Add(every)
 	}
-	first := written[podName("bench-000")]
+	starts, _ := startLatencies(b, n, pods, written)
+	b.ReportMetric(quantile(starts, 0.5).Seconds(), "start-p50-s")
+	b.ReportMetric(quantile(starts, 0.99).Seconds(), "start-p99-s")
+	b.ReportMetric(quantile(starts, 1).Seconds(), "start-max-s")
+	n.down(b)
+}
+
+// startLatencies waits until pods containers run and returns, sorted, how long each took
+// from its manifest's writing (written, by pod name) to its container's start, and when
+// the last one started.
+func startLatencies(b *testing.B, n *node, pods int, written map[string]time.Time) ([]time.Duration, time.Time) {
+	ctx := context.Background()
 	var running []*runtimeapi.Container
 	poll.WaitOn(b, func(poll.LogT) poll.Result {
 		resp, err := n.shim.rt.ListContainers(ctx, &runtimeapi.ListContainersRequest{Filter: &runtimeapi.ContainerFilter{
@@ -99,6 +160,24 @@ func runNodeBench(b *testing.B, binary string, pods int, steady time.Duration) {
 		}
 	}
 	slices.Sort(starts)
+	return starts, last
+}
+
+func runNodeBench(b *testing.B, opts nodeOpts, pods int, steady time.Duration, profile string) {
+	n := startNode(b, opts)
+	ctx := context.Background()
+
+	// Start: every manifest at once.
+	written := make(map[string]time.Time, pods)
+	for i := range pods {
+		name := fmt.Sprintf("bench-%03d", i)
+		c := counterContainer("app")
+		c["env"] = []map[string]string{{"name": "INTERVAL", "value": "10s"}}
+		written[podName(name)] = time.Now()
+		n.apply(b, staticPod(name, c))
+	}
+	first := written[podName("bench-000")]
+	starts, last := startLatencies(b, n, pods, written)
 	b.ReportMetric(quantile(starts, 0.5).Seconds(), "start-p50-s")
 	b.ReportMetric(quantile(starts, 0.9).Seconds(), "start-p90-s")
 	b.ReportMetric(quantile(starts, 0.99).Seconds(), "start-p99-s")
@@ -117,7 +196,14 @@ func runNodeBench(b *testing.B, binary string, pods int, steady time.Duration) {
 	cpu0 := cpuTicks(procs)
 	pleg0 := n.plegRelist(b)
 	t0 := time.Now()
+	profiled := make(chan error, 1)
+	if profile != "" {
+		go func() { profiled <- fetchProfile(metricsAddr(b, n.shim), profile, steady-5*time.Second) }()
+	} else {
+		profiled <- nil
+	}
 	time.Sleep(steady)
+	assert.NilError(b, <-profiled)
 	cpu1 := cpuTicks(procs)
 	pleg1 := n.plegRelist(b)
 	minutes := time.Since(t0).Minutes()
@@ -182,6 +268,31 @@ func runNodeBench(b *testing.B, binary string, pods int, steady time.Duration) {
 	}, poll.WithTimeout(5*time.Minute), poll.WithDelay(250*time.Millisecond))
 	b.ReportMetric(time.Since(gone).Seconds(), "all-sandboxes-stopped-s")
 	n.down(b) // stops kubelet, removes what is left, fails on any residue
+}
+
+// fetchProfile writes a CPU profile over d of the binary serving pprof at addr to path.
+func fetchProfile(addr, path string, d time.Duration) error {
+	client := &http.Client{Timeout: d + time.Minute}
+	resp, err := client.Get(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", addr, int(d.Seconds())))
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("pprof profile: %s", resp.Status)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // quantile returns the q-quantile of sorted (nearest rank).

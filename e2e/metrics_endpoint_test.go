@@ -90,7 +90,7 @@ func scrapeMetrics(t *testing.T, base string) scrape {
 }
 
 // metricsAddr is the address the shim logged it serves metrics on (it was given port 0).
-func metricsAddr(t *testing.T, s *shim) string {
+func metricsAddr(t testing.TB, s *shim) string {
 	t.Helper()
 	re := regexp.MustCompile(`msg="serving metrics at /metrics".*address="?(127\.0\.0\.1:\d+)`)
 	var addr string
