@@ -298,7 +298,9 @@ func launchBinary(t testing.TB, binary, sockDir string, flags ...string) *shim {
 		}
 		_ = os.RemoveAll(dir)
 	})
-	conn, err := grpc.NewClient(s.endpoint, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	// As kubelet dials its runtime: answers of up to 16 MiB.
+	conn, err := grpc.NewClient(s.endpoint, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(16<<20)))
 	assert.NilError(t, err)
 	t.Cleanup(func() { _ = conn.Close() })
 	s.rt, s.img = runtimeapi.NewRuntimeServiceClient(conn), runtimeapi.NewImageServiceClient(conn)

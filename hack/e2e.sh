@@ -3,7 +3,8 @@
 # tools and upstream cri-dockerd's binary for the swap tests, cached), then runs
 # `go test -tags e2e ./e2e/` once per image store in E2E_STORES, and fails when the pods' CNI
 # bridge or a route into its subnet is left behind (hack/cni.sh teardown).
-# Usage: CRI_DOCKERD_BIN=_output/cri-dockerd E2E_STORES="classic containerd" [E2E_RUN=regexp] [E2E_TIMEOUT=30m] hack/e2e.sh
+# Usage: CRI_DOCKERD_BIN=_output/cri-dockerd E2E_STORES="classic containerd" [E2E_RUN=regexp] [E2E_TIMEOUT=30m]
+#        [E2E_BENCH=regexp (benchmarks to run once each; E2E_RUN='^$' for no tests)] hack/e2e.sh
 set -euo pipefail
 # shellcheck source=hack/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -22,7 +23,7 @@ hold_e2e_lock
 failed=()
 for store in $stores; do
   log "e2e: image store $store"
-  if ! E2E_STORE=$store CRI_DOCKERD_BIN=$CRI_DOCKERD_BIN go test -tags e2e -count=1 -timeout "${E2E_TIMEOUT:-30m}" -v ${E2E_RUN:+-run "$E2E_RUN"} ./e2e/; then
+  if ! E2E_STORE=$store CRI_DOCKERD_BIN=$CRI_DOCKERD_BIN go test -tags e2e -count=1 -timeout "${E2E_TIMEOUT:-30m}" -v ${E2E_RUN:+-run "$E2E_RUN"} ${E2E_BENCH:+-bench "$E2E_BENCH" -benchtime 1x} ./e2e/; then
     failed+=("$store")
   fi
 done
