@@ -8,10 +8,7 @@ import (
 // StreamContainerStats is ListContainerStats in chunks (KEP-5825).
 func (s *Service) StreamContainerStats(req *runtimeapi.StreamContainerStatsRequest, ss grpc.ServerStreamingServer[runtimeapi.StreamContainerStatsResponse]) error {
 	resp, err := s.ListContainerStats(ss.Context(), &runtimeapi.ListContainerStatsRequest{Filter: req.GetFilter()})
-	if err != nil {
-		return err
-	}
-	return sendChunks(resp.GetStats(), func(part []*runtimeapi.ContainerStats) error {
-		return ss.Send(&runtimeapi.StreamContainerStatsResponse{ContainerStats: part})
+	return streamChunks(resp.GetStats(), err, ss.Send, func(part []*runtimeapi.ContainerStats) *runtimeapi.StreamContainerStatsResponse {
+		return &runtimeapi.StreamContainerStatsResponse{ContainerStats: part}
 	})
 }

@@ -9,10 +9,7 @@ import (
 // gRPC's message limit.
 func (s *Service) StreamContainers(req *runtimeapi.StreamContainersRequest, ss grpc.ServerStreamingServer[runtimeapi.StreamContainersResponse]) error {
 	resp, err := s.ListContainers(ss.Context(), &runtimeapi.ListContainersRequest{Filter: req.GetFilter()})
-	if err != nil {
-		return err
-	}
-	return sendChunks(resp.GetContainers(), func(part []*runtimeapi.Container) error {
-		return ss.Send(&runtimeapi.StreamContainersResponse{Containers: part})
+	return streamChunks(resp.GetContainers(), err, ss.Send, func(part []*runtimeapi.Container) *runtimeapi.StreamContainersResponse {
+		return &runtimeapi.StreamContainersResponse{Containers: part}
 	})
 }

@@ -9,10 +9,7 @@ import (
 // pins for the whole list, so that no chunk sees another state of them.
 func (s *Service) StreamImages(req *runtimeapi.StreamImagesRequest, ss grpc.ServerStreamingServer[runtimeapi.StreamImagesResponse]) error {
 	resp, err := s.ListImages(ss.Context(), &runtimeapi.ListImagesRequest{Filter: req.GetFilter()})
-	if err != nil {
-		return err
-	}
-	return sendChunks(resp.GetImages(), func(part []*runtimeapi.Image) error {
-		return ss.Send(&runtimeapi.StreamImagesResponse{Images: part})
+	return streamChunks(resp.GetImages(), err, ss.Send, func(part []*runtimeapi.Image) *runtimeapi.StreamImagesResponse {
+		return &runtimeapi.StreamImagesResponse{Images: part}
 	})
 }

@@ -9,6 +9,15 @@ import (
 // in its send buffer whatever the node's size.
 const streamChunkBytes = 1 << 20
 
+// streamChunks serves a streaming list from its unary list's answer: items, or err when
+// the list failed; each chunk is wrapped as the stream's message and sent.
+func streamChunks[I proto.Message, M any](items []I, err error, send func(*M) error, wrap func([]I) *M) error {
+	if err != nil {
+		return err
+	}
+	return sendChunks(items, func(part []I) error { return send(wrap(part)) })
+}
+
 // sendChunks sends items in order, as messages of at least one item and at most about
 // streamChunkBytes each, every item exactly once; an empty list sends nothing (the
 // stream's end says it all). It stops at the first failed send.

@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"errors"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -115,92 +116,76 @@ func TestStreamingListsAreTheUnaryLists(t *testing.T) {
 		for _, f := range []*runtimeapi.ContainerFilter{nil, {PodSandboxId: db}} {
 			list, err := env.svc.ListContainers(ctx, &runtimeapi.ListContainersRequest{Filter: f})
 			assert.NilError(t, err)
-			ss := newSink[runtimeapi.StreamContainersResponse]()
-			assert.NilError(t, env.svc.StreamContainers(&runtimeapi.StreamContainersRequest{Filter: f}, ss))
-			var got []*runtimeapi.Container
-			for _, m := range ss.sent {
-				got = append(got, m.Containers...)
-			}
-			same(t, list.Containers, got)
+			same(t, list.Containers, streamed(t, func(ss grpc.ServerStreamingServer[runtimeapi.StreamContainersResponse]) error {
+				return env.svc.StreamContainers(&runtimeapi.StreamContainersRequest{Filter: f}, ss)
+			}, (*runtimeapi.StreamContainersResponse).GetContainers))
 		}
 	})
 	t.Run("sandboxes", func(t *testing.T) {
-		f := &runtimeapi.PodSandboxFilter{Id: web}
-		for _, f := range []*runtimeapi.PodSandboxFilter{nil, f} {
+		for _, f := range []*runtimeapi.PodSandboxFilter{nil, {Id: web}} {
 			list, err := env.svc.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{Filter: f})
 			assert.NilError(t, err)
-			ss := newSink[runtimeapi.StreamPodSandboxesResponse]()
-			assert.NilError(t, env.svc.StreamPodSandboxes(&runtimeapi.StreamPodSandboxesRequest{Filter: f}, ss))
-			var got []*runtimeapi.PodSandbox
-			for _, m := range ss.sent {
-				got = append(got, m.PodSandboxes...)
-			}
-			same(t, list.Items, got)
+			same(t, list.Items, streamed(t, func(ss grpc.ServerStreamingServer[runtimeapi.StreamPodSandboxesResponse]) error {
+				return env.svc.StreamPodSandboxes(&runtimeapi.StreamPodSandboxesRequest{Filter: f}, ss)
+			}, (*runtimeapi.StreamPodSandboxesResponse).GetPodSandboxes))
 		}
 	})
 	t.Run("images", func(t *testing.T) {
 		list, err := env.svc.ListImages(ctx, &runtimeapi.ListImagesRequest{})
 		assert.NilError(t, err)
 		assert.Check(t, len(list.Images) > 0)
-		ss := newSink[runtimeapi.StreamImagesResponse]()
-		assert.NilError(t, env.svc.StreamImages(&runtimeapi.StreamImagesRequest{}, ss))
-		var got []*runtimeapi.Image
-		for _, m := range ss.sent {
-			got = append(got, m.Images...)
-		}
+		got := streamed(t, func(ss grpc.ServerStreamingServer[runtimeapi.StreamImagesResponse]) error {
+			return env.svc.StreamImages(&runtimeapi.StreamImagesRequest{}, ss)
+		}, (*runtimeapi.StreamImagesResponse).GetImages)
 		same(t, list.Images, got)
-		var pinned int
-		for _, img := range got {
-			if img.Pinned {
-				pinned++
-			}
-		}
-		assert.Equal(t, pinned, 1, "the sandbox image is pinned in the stream too")
+		pinned := slices.DeleteFunc(got, func(img *runtimeapi.Image) bool { return !img.Pinned })
+		assert.Equal(t, len(pinned), 1, "the sandbox image is pinned in the stream too")
 	})
 	t.Run("container stats", func(t *testing.T) {
 		f := &runtimeapi.ContainerStatsFilter{PodSandboxId: web}
 		list, err := env.svc.ListContainerStats(ctx, &runtimeapi.ListContainerStatsRequest{Filter: f})
 		assert.NilError(t, err)
 		assert.Check(t, is.Len(list.Stats, 1))
-		ss := newSink[runtimeapi.StreamContainerStatsResponse]()
-		assert.NilError(t, env.svc.StreamContainerStats(&runtimeapi.StreamContainerStatsRequest{Filter: f}, ss))
-		var got []*runtimeapi.ContainerStats
-		for _, m := range ss.sent {
-			got = append(got, m.ContainerStats...)
-		}
-		same(t, list.Stats, got)
+		same(t, list.Stats, streamed(t, func(ss grpc.ServerStreamingServer[runtimeapi.StreamContainerStatsResponse]) error {
+			return env.svc.StreamContainerStats(&runtimeapi.StreamContainerStatsRequest{Filter: f}, ss)
+		}, (*runtimeapi.StreamContainerStatsResponse).GetContainerStats))
 	})
 	t.Run("pod sandbox stats", func(t *testing.T) {
 		list, err := env.svc.ListPodSandboxStats(ctx, &runtimeapi.ListPodSandboxStatsRequest{})
 		assert.NilError(t, err)
 		assert.Check(t, is.Len(list.Stats, 2))
-		ss := newSink[runtimeapi.StreamPodSandboxStatsResponse]()
-		assert.NilError(t, env.svc.StreamPodSandboxStats(&runtimeapi.StreamPodSandboxStatsRequest{}, ss))
 		ids := func(items []*runtimeapi.PodSandboxStats) []string {
 			return sortedIDs(items, func(s *runtimeapi.PodSandboxStats) string { return s.GetAttributes().GetId() })
 		}
-		var got []*runtimeapi.PodSandboxStats
-		for _, m := range ss.sent {
-			got = append(got, m.PodSandboxStats...)
-		}
+		got := streamed(t, func(ss grpc.ServerStreamingServer[runtimeapi.StreamPodSandboxStatsResponse]) error {
+			return env.svc.StreamPodSandboxStats(&runtimeapi.StreamPodSandboxStatsRequest{}, ss)
+		}, (*runtimeapi.StreamPodSandboxStatsResponse).GetPodSandboxStats)
 		assert.DeepEqual(t, ids(got), ids(list.Stats))
 	})
 	t.Run("pod sandbox metrics", func(t *testing.T) {
-		ss := newSink[runtimeapi.StreamPodSandboxMetricsResponse]()
-		err := env.svc.StreamPodSandboxMetrics(&runtimeapi.StreamPodSandboxMetricsRequest{}, ss)
+		stream := func(ss grpc.ServerStreamingServer[runtimeapi.StreamPodSandboxMetricsResponse]) error {
+			return env.svc.StreamPodSandboxMetrics(&runtimeapi.StreamPodSandboxMetricsRequest{}, ss)
+		}
+		err := stream(newSink[runtimeapi.StreamPodSandboxMetricsResponse]())
 		assert.Check(t, cerrdefs.IsNotImplemented(err), "without a collector, as the unary list: %v", err)
 		h := newRTMetrics(t, env)
 		h.addProcess(t, web, 4101, 10)
 		list, err := env.svc.ListPodSandboxMetrics(ctx, &runtimeapi.ListPodSandboxMetricsRequest{})
 		assert.NilError(t, err)
-		ss = newSink[runtimeapi.StreamPodSandboxMetricsResponse]()
-		assert.NilError(t, env.svc.StreamPodSandboxMetrics(&runtimeapi.StreamPodSandboxMetricsRequest{}, ss))
-		var got []*runtimeapi.PodSandboxMetrics
-		for _, m := range ss.sent {
-			got = append(got, m.PodSandboxMetrics...)
-		}
-		assert.Equal(t, len(got), len(list.PodMetrics))
+		assert.Equal(t, len(streamed(t, stream, (*runtimeapi.StreamPodSandboxMetricsResponse).GetPodSandboxMetrics)), len(list.PodMetrics))
 	})
+}
+
+// streamed serves a streaming list on a sink and returns the items of all its messages.
+func streamed[M any, I any](t *testing.T, serve func(grpc.ServerStreamingServer[M]) error, items func(*M) []I) []I {
+	t.Helper()
+	ss := newSink[M]()
+	assert.NilError(t, serve(ss))
+	var out []I
+	for _, m := range ss.sent {
+		out = append(out, items(m)...)
+	}
+	return out
 }
 
 func TestStreamingListErrors(t *testing.T) {

@@ -8,10 +8,7 @@ import (
 // StreamPodSandboxMetrics is ListPodSandboxMetrics in chunks (KEP-5825).
 func (s *Service) StreamPodSandboxMetrics(_ *runtimeapi.StreamPodSandboxMetricsRequest, ss grpc.ServerStreamingServer[runtimeapi.StreamPodSandboxMetricsResponse]) error {
 	resp, err := s.ListPodSandboxMetrics(ss.Context(), &runtimeapi.ListPodSandboxMetricsRequest{})
-	if err != nil {
-		return err
-	}
-	return sendChunks(resp.GetPodMetrics(), func(part []*runtimeapi.PodSandboxMetrics) error {
-		return ss.Send(&runtimeapi.StreamPodSandboxMetricsResponse{PodSandboxMetrics: part})
+	return streamChunks(resp.GetPodMetrics(), err, ss.Send, func(part []*runtimeapi.PodSandboxMetrics) *runtimeapi.StreamPodSandboxMetricsResponse {
+		return &runtimeapi.StreamPodSandboxMetricsResponse{PodSandboxMetrics: part}
 	})
 }

@@ -8,10 +8,7 @@ import (
 // StreamPodSandboxStats is ListPodSandboxStats in chunks (KEP-5825).
 func (s *Service) StreamPodSandboxStats(req *runtimeapi.StreamPodSandboxStatsRequest, ss grpc.ServerStreamingServer[runtimeapi.StreamPodSandboxStatsResponse]) error {
 	resp, err := s.ListPodSandboxStats(ss.Context(), &runtimeapi.ListPodSandboxStatsRequest{Filter: req.GetFilter()})
-	if err != nil {
-		return err
-	}
-	return sendChunks(resp.GetStats(), func(part []*runtimeapi.PodSandboxStats) error {
-		return ss.Send(&runtimeapi.StreamPodSandboxStatsResponse{PodSandboxStats: part})
+	return streamChunks(resp.GetStats(), err, ss.Send, func(part []*runtimeapi.PodSandboxStats) *runtimeapi.StreamPodSandboxStatsResponse {
+		return &runtimeapi.StreamPodSandboxStatsResponse{PodSandboxStats: part}
 	})
 }

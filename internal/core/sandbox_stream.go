@@ -8,10 +8,7 @@ import (
 // StreamPodSandboxes is ListPodSandbox in chunks (KEP-5825).
 func (s *Service) StreamPodSandboxes(req *runtimeapi.StreamPodSandboxesRequest, ss grpc.ServerStreamingServer[runtimeapi.StreamPodSandboxesResponse]) error {
 	resp, err := s.ListPodSandbox(ss.Context(), &runtimeapi.ListPodSandboxRequest{Filter: req.GetFilter()})
-	if err != nil {
-		return err
-	}
-	return sendChunks(resp.GetItems(), func(part []*runtimeapi.PodSandbox) error {
-		return ss.Send(&runtimeapi.StreamPodSandboxesResponse{PodSandboxes: part})
+	return streamChunks(resp.GetItems(), err, ss.Send, func(part []*runtimeapi.PodSandbox) *runtimeapi.StreamPodSandboxesResponse {
+		return &runtimeapi.StreamPodSandboxesResponse{PodSandboxes: part}
 	})
 }
