@@ -170,3 +170,26 @@ ensure_docker_cli() {
   "$HACK_DIR/install-tools.sh" docker >/dev/null
   export PATH=$TOOLS_BIN:$PATH
 }
+
+# k8s_module PKG — make the current (empty) directory a throwaway Go module that builds PKG of
+# k8s.io/kubernetes KUBELET_VERSION. k8s.io/kubernetes cannot be built as a module as it is: its go.mod
+# replaces every staging module (k8s.io/api, k8s.io/client-go, ...) with a ./staging path that a module
+# download does not carry, so each is replaced with its published twin, v0.<minor>.<patch>.
+k8s_module() {
+  local pkg=${1:?usage: k8s_module PKG} twin mods mod
+  twin=v0.${KUBELET_VERSION#v1.}
+  printf 'module dockpin.test/k8sbuild\n\ngo %s\n' "$(go env GOVERSION | sed -E 's/^go([0-9]+\.[0-9]+).*/\1/')" >go.mod
+  printf '//go:build tools\n\npackage tools\n\nimport _ "%s"\n' "$pkg" >tools.go
+  export GOFLAGS="${GOFLAGS:-} -mod=mod"
+  go mod download -json "k8s.io/kubernetes@$KUBELET_VERSION" >/dev/null
+  mod=$(go env GOMODCACHE)/cache/download/k8s.io/kubernetes/@v/$KUBELET_VERSION.mod
+  mods=$(awk '$2 == "=>" && $3 ~ /^\.\/staging/ { print $1 }' "$mod")
+  [[ -n $mods ]] || die "no staging replacements found in $mod"
+  {
+    echo "require k8s.io/kubernetes $KUBELET_VERSION"
+    echo "replace ("
+    for m in $mods; do echo "  $m => $m $twin"; done
+    echo ")"
+  } >>go.mod
+  go mod tidy >/dev/null
+}
