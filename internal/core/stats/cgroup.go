@@ -47,8 +47,7 @@ func (c *Collector) procCgroup(pid int) ([]byte, error) {
 // parseCgroup locates the cgroup directories of a /proc/<pid>/cgroup file's content b.
 func (c *Collector) parseCgroup(b []byte) *cgroup {
 	mnt := filepath.Join(c.root, "sys", "fs", "cgroup")
-	_, err := os.Stat(filepath.Join(mnt, "cgroup.controllers"))
-	pureV2 := err == nil
+	pureV2 := c.pureV2
 	cg := &cgroup{}
 	sc := bufio.NewScanner(bytes.NewReader(b))
 	for sc.Scan() {

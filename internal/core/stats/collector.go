@@ -62,6 +62,9 @@ type Target struct {
 type Collector struct {
 	root  string
 	types map[string]runtimeapi.MetricType
+	// pureV2: the host mounts cgroup v2 alone at /sys/fs/cgroup (read once: a host does
+	// not change its cgroup mode while it runs).
+	pureV2 bool
 }
 
 // NewCollector returns a collector reading <root>/proc and <root>/sys ("/" on a node;
@@ -72,7 +75,8 @@ func NewCollector(root string) *Collector {
 	for _, d := range table {
 		types[d.name] = d.typ
 	}
-	return &Collector{root: root, types: types}
+	_, err := os.Stat(filepath.Join(root, "sys", "fs", "cgroup", "cgroup.controllers"))
+	return &Collector{root: root, types: types, pureV2: err == nil}
 }
 
 // Descriptors returns the descriptors of every metric the collector produces.
