@@ -105,7 +105,7 @@ func createContainers(b *testing.B, podID string, pod *runtimeapi.PodSandboxConf
 					"io.kubernetes.docker.type": "container", "io.kubernetes.sandbox.id": podID,
 					"io.kubernetes.container.name": name, "io.kubernetes.pod.name": md.Name,
 					"io.kubernetes.pod.namespace": md.Namespace, "io.kubernetes.pod.uid": md.Uid,
-					"io.kubernetes.container.logpath": fmt.Sprintf("/var/log/pods/%s_%s_%s/%s/0.log", md.Namespace, md.Name, md.Uid, name),
+					"io.kubernetes.container.logpath":                             fmt.Sprintf("/var/log/pods/%s_%s_%s/%s/0.log", md.Namespace, md.Name, md.Uid, name),
 					"annotation.io.kubernetes.container.hash":                     "4c8b5f1e",
 					"annotation.io.kubernetes.container.restartCount":             "0",
 					"annotation.io.kubernetes.container.terminationMessagePath":   "/dev/termination-log",

@@ -165,22 +165,53 @@ func TestGetContainerEventsKnowsEarlierContainers(t *testing.T) {
 	assert.Equal(t, ev.GetPodSandboxStatus().GetId(), sb)
 }
 
-// When the engine's event stream ends (a restart), the RPC ends Unavailable so that
-// kubelet relists and subscribes again; an engine that cannot list fails it at once.
+// When the engine's event stream breaks (a restart) the RPC goes on: it follows the
+// engine again once the engine answers and sends, from a fresh list, the events of
+// what changed in the gap. An engine that cannot list fails a new RPC at once.
 func TestGetContainerEventsEngineRestart(t *testing.T) {
 	env := newRTEnv(t)
-	_, done, _ := subscribe(t, env)
+	cfg := rtSandboxConfig("web")
+	sb := env.runSandbox(t, cfg)
+	stopped := env.runContainer(t, sb, cfg, "stopped")
+	removed := env.exitedContainer(t, sb, cfg, "removed")
+	events, done, _ := subscribe(t, env)
+
+	env.engine.InjectError("ContainerEvents", cerrdefs.ErrUnavailable)
+	env.engine.InjectError("ListContainers", cerrdefs.ErrUnavailable)
 	env.engine.BreakEvents(cerrdefs.ErrUnavailable)
+	// Behind the stream's back: a container stops, one is removed, one is created.
+	assert.NilError(t, stopContainer(env, stopped, 0))
+	_, err := env.svc.RemoveContainer(context.Background(), &runtimeapi.RemoveContainerRequest{ContainerId: removed})
+	assert.NilError(t, err)
+	created := env.createContainer(t, sb, cfg, rtContainerConfig("created"))
+	time.Sleep(eventsRetry + 500*time.Millisecond) // an attempt fails meanwhile
 	select {
 	case err := <-done:
-		assert.Check(t, cerrdefs.IsUnavailable(err), "got %v", err)
-		assert.Check(t, is.ErrorContains(err, "relist"))
-	case <-time.After(10 * time.Second):
-		t.Fatal("the RPC goes on after the engine's stream ended")
+		t.Fatalf("the RPC ended with the engine's stream: %v", err)
+	default:
 	}
+	env.engine.InjectError("ContainerEvents", nil)
+	env.engine.InjectError("ListContainers", nil)
+
+	got := map[string]runtimeapi.ContainerEventType{}
+	for range 3 {
+		ev := next(t, events)
+		got[ev.ContainerId] = ev.ContainerEventType
+		assert.Check(t, is.Equal(ev.GetPodSandboxStatus().GetId(), sb))
+	}
+	assert.DeepEqual(t, got, map[string]runtimeapi.ContainerEventType{
+		stopped: runtimeapi.ContainerEventType_CONTAINER_STOPPED_EVENT,
+		removed: runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT,
+		created: runtimeapi.ContainerEventType_CONTAINER_CREATED_EVENT,
+	})
+	// Followed again: a start reaches the stream.
+	env.startContainer(t, created)
+	ev := next(t, events)
+	assert.Check(t, is.Equal(ev.ContainerId, created))
+	assert.Check(t, is.Equal(ev.ContainerEventType, runtimeapi.ContainerEventType_CONTAINER_STARTED_EVENT))
 
 	env.engine.InjectError("ListContainers", cerrdefs.ErrUnavailable)
 	sink := &eventSink{ctx: context.Background(), ch: make(chan *runtimeapi.ContainerEventResponse, 1)}
-	err := env.svc.GetContainerEvents(&runtimeapi.GetEventsRequest{}, sink)
+	err = env.svc.GetContainerEvents(&runtimeapi.GetEventsRequest{}, sink)
 	assert.Check(t, cerrdefs.IsUnavailable(err), "got %v", err)
 }
