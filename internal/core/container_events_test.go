@@ -81,7 +81,7 @@ func TestGetContainerEvents(t *testing.T) {
 	env := newRTEnv(t)
 	events, done, cancel := subscribe(t, env)
 	ctx := context.Background()
-	type_ := func(ev *runtimeapi.ContainerEventResponse) runtimeapi.ContainerEventType {
+	typeOf := func(ev *runtimeapi.ContainerEventResponse) runtimeapi.ContainerEventType {
 		return ev.ContainerEventType
 	}
 
@@ -89,16 +89,16 @@ func TestGetContainerEvents(t *testing.T) {
 	sb := env.runSandbox(t, cfg)
 	ev := next(t, events)
 	assert.Equal(t, ev.ContainerId, sb)
-	assert.Equal(t, type_(ev), runtimeapi.ContainerEventType_CONTAINER_CREATED_EVENT)
+	assert.Equal(t, typeOf(ev), runtimeapi.ContainerEventType_CONTAINER_CREATED_EVENT)
 	assert.Equal(t, ev.GetPodSandboxStatus().GetMetadata().GetUid(), cfg.Metadata.Uid)
 	ev = next(t, events)
-	assert.Equal(t, type_(ev), runtimeapi.ContainerEventType_CONTAINER_STARTED_EVENT)
+	assert.Equal(t, typeOf(ev), runtimeapi.ContainerEventType_CONTAINER_STARTED_EVENT)
 	assert.Check(t, ev.CreatedAt > 0)
 
 	cid := env.createContainer(t, sb, cfg, rtContainerConfig("app"))
 	ev = next(t, events)
 	assert.Equal(t, ev.ContainerId, cid)
-	assert.Equal(t, type_(ev), runtimeapi.ContainerEventType_CONTAINER_CREATED_EVENT)
+	assert.Equal(t, typeOf(ev), runtimeapi.ContainerEventType_CONTAINER_CREATED_EVENT)
 	assert.Equal(t, ev.GetPodSandboxStatus().GetId(), sb)
 	assert.Equal(t, statusOf(ev, cid).GetState(), runtimeapi.ContainerState_CONTAINER_CREATED)
 
@@ -109,20 +109,20 @@ func TestGetContainerEvents(t *testing.T) {
 	env.startContainer(t, cid)
 	ev = next(t, events)
 	assert.Equal(t, ev.ContainerId, cid)
-	assert.Equal(t, type_(ev), runtimeapi.ContainerEventType_CONTAINER_STARTED_EVENT)
+	assert.Equal(t, typeOf(ev), runtimeapi.ContainerEventType_CONTAINER_STARTED_EVENT)
 	assert.Equal(t, statusOf(ev, cid).GetState(), runtimeapi.ContainerState_CONTAINER_RUNNING)
 	assert.Equal(t, ev.GetPodSandboxStatus().GetState(), runtimeapi.PodSandboxState_SANDBOX_READY)
 
 	assert.NilError(t, stopContainer(env, cid, 0))
 	ev = next(t, events)
-	assert.Equal(t, type_(ev), runtimeapi.ContainerEventType_CONTAINER_STOPPED_EVENT)
+	assert.Equal(t, typeOf(ev), runtimeapi.ContainerEventType_CONTAINER_STOPPED_EVENT)
 	assert.Equal(t, statusOf(ev, cid).GetState(), runtimeapi.ContainerState_CONTAINER_EXITED)
 
 	_, err = env.svc.RemoveContainer(ctx, &runtimeapi.RemoveContainerRequest{ContainerId: cid})
 	assert.NilError(t, err)
 	ev = next(t, events)
 	assert.Equal(t, ev.ContainerId, cid)
-	assert.Equal(t, type_(ev), runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT)
+	assert.Equal(t, typeOf(ev), runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT)
 	assert.Check(t, statusOf(ev, cid) == nil, "a removed container has no status")
 	assert.Equal(t, ev.GetPodSandboxStatus().GetId(), sb)
 
@@ -130,13 +130,13 @@ func TestGetContainerEvents(t *testing.T) {
 	assert.NilError(t, err)
 	ev = next(t, events)
 	assert.Equal(t, ev.ContainerId, sb)
-	assert.Equal(t, type_(ev), runtimeapi.ContainerEventType_CONTAINER_STOPPED_EVENT)
+	assert.Equal(t, typeOf(ev), runtimeapi.ContainerEventType_CONTAINER_STOPPED_EVENT)
 	assert.Equal(t, ev.GetPodSandboxStatus().GetState(), runtimeapi.PodSandboxState_SANDBOX_NOTREADY)
 	_, err = env.svc.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: sb})
 	assert.NilError(t, err)
 	ev = next(t, events)
 	assert.Equal(t, ev.ContainerId, sb)
-	assert.Equal(t, type_(ev), runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT)
+	assert.Equal(t, typeOf(ev), runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT)
 	assert.Equal(t, ev.GetPodSandboxStatus().GetId(), sb, "its last status: kubelet drops the pod on it")
 	assert.Equal(t, ev.GetPodSandboxStatus().GetMetadata().GetUid(), cfg.Metadata.Uid)
 
