@@ -39,8 +39,8 @@ import (
 //     clusterloader2's node-throughput test): a new node, the N manifests written one
 //     after another at that rate, p50/p99 of manifest → container started.
 //
-// BENCH_NODE_EVENTED=1 adds a run of ours with kubelet's EventedPLEG gate (kubelet
-// relists every 300 s and follows GetContainerEvents). BENCH_NODE_SHIM_FLAGS adds flags to
+// BENCH_NODE_GATES (kubelet feature gates, space-separated, say "EventedPLEG
+// PodAndContainerStatsFromCRI") adds a run of ours with each gate on. BENCH_NODE_SHIM_FLAGS adds flags to
 // our binary (say "--log-level debug" for the request phases); BENCH_NODE_PPROF=DIR
 // writes a CPU profile of our binary over the steady state to DIR/<store>-<run>.pprof.
 //
@@ -56,8 +56,8 @@ func BenchmarkNodeE2E(b *testing.B) {
 		gates      string // kubelet feature gates, as YAML map entries
 	}
 	runs := []run{{name: "ours", path: env.binary}}
-	if os.Getenv("BENCH_NODE_EVENTED") == "1" {
-		runs = append(runs, run{name: "ours-evented", path: env.binary, gates: "EventedPLEG: true"})
+	for _, gate := range strings.Fields(os.Getenv("BENCH_NODE_GATES")) {
+		runs = append(runs, run{name: "ours-" + gate, path: env.binary, gates: gate + ": true"})
 	}
 	if env.upstream != "" {
 		runs = append(runs, run{name: "upstream", path: env.upstream})

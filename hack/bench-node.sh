@@ -6,8 +6,8 @@
 # Installs what it needs as hack/e2e.sh does and holds the e2e lock.
 # Env: CRI_DOCKERD_BIN (ours), E2E_STORES (default: classic containerd), BENCH_NODE_PODS (110),
 #   BENCH_NODE_STEADY_SECONDS (120), BENCH_NODE_ROUNDS (runs of each binary, alternating first; default 1),
-#   BENCH_NODE_ARRIVAL_RATE (pods/s of the arrival run, default 1; 0: none), BENCH_NODE_EVENTED=1 (a run of
-#   ours with kubelet's EventedPLEG gate), BENCH_NODE_SHIM_FLAGS (more flags for ours), BENCH_NODE_PPROF=DIR
+#   BENCH_NODE_ARRIVAL_RATE (pods/s of the arrival run, default 1; 0: none), BENCH_NODE_GATES (kubelet feature
+#   gates, space-separated: a run of ours with each on), BENCH_NODE_SHIM_FLAGS (more flags for ours), BENCH_NODE_PPROF=DIR
 #   (a CPU profile of ours over the steady state).
 set -euo pipefail
 # shellcheck source=hack/lib.sh
