@@ -86,7 +86,7 @@ func BenchmarkNodeE2E(b *testing.B) {
 					runNodeBench(b, opts, pods, steady, profile)
 				}
 			})
-			if rate > 0 {
+			if rate > 0 && r.gates == "" { // the gated runs compare the steady state
 				b.Run(fmt.Sprintf("binary=%s/arrival=%gps/pods=%d", r.name, rate, pods), func(b *testing.B) {
 					for range b.N {
 						runArrivalBench(b, opts, pods, rate)
