@@ -189,7 +189,7 @@ func run(opts *Options, log *logrus.Logger, hup <-chan os.Signal, wait engineWai
 	deps.Streaming = streams
 	images := imageClient(opts, client, log)
 	defer images.stop()
-	view := containerview.New(images.client, containerListMaxAge, log.WithField("component", "containerview"))
+	view := containerview.New(images.client, containerListMaxAge, containerListQuiet, log.WithField("component", "containerview"))
 	viewCtx, stopView := context.WithCancel(context.Background())
 	defer stopView()
 	go view.Run(viewCtx, time.Second)
@@ -243,6 +243,11 @@ func run(opts *Options, log *logrus.Logger, hup <-chan os.Signal, wait engineWai
 // containerListMaxAge bounds how long container lists are answered from the
 // container view without asking the engine, should an event ever be lost.
 const containerListMaxAge = 10 * time.Second
+
+// containerListQuiet: container lists asked for less than this after a change go to the
+// engine with their filter (a stop storm's lists stay small); after it, one full list
+// answers the relists until the next change.
+const containerListQuiet = time.Second
 
 // layerPeriod is how often each running container's writable layer is measured for
 // its stats (containerd's default stats_collect_period).

@@ -29,11 +29,16 @@ import (
 //
 // Otherwise the engine is asked for the full list, which is kept only if no change
 // happened while it was asked for (a list older than a change never becomes current).
+// While changes keep coming (one less than Quiet ago: pods starting or stopping by the
+// hundred) a full list would be stale at once, so the engine is asked for what the
+// caller asked, which it filters: a stop's list of the sandbox's running containers
+// stays one container long instead of the whole node's.
 // Lists of sizes and lists by ID go to the engine; the rest of docker.Client passes
 // through.
 type View struct {
 	docker.Client
 	maxAge time.Duration
+	quiet  time.Duration
 	log    logrus.FieldLogger
 
 	mu        sync.Mutex
@@ -42,14 +47,17 @@ type View struct {
 	list      []docker.Container
 	listGen   uint64
 	listAt    time.Time
+	changedAt time.Time // the last change
 	hits      uint64
 	misses    uint64
+	filtered  uint64 // misses the engine filtered (changes kept coming)
 	events    uint64 // container events received
 }
 
-// New returns a View over c, resyncing at least every maxAge.
-func New(c docker.Client, maxAge time.Duration, log logrus.FieldLogger) *View {
-	return &View{Client: c, maxAge: maxAge, log: log}
+// New returns a View over c, resyncing at least every maxAge, and asking the engine for
+// filtered lists instead of full ones while the last change is less than quiet ago.
+func New(c docker.Client, maxAge, quiet time.Duration, log logrus.FieldLogger) *View {
+	return &View{Client: c, maxAge: maxAge, quiet: quiet, log: log}
 }
 
 // ListContainers answers from the current full list, else from the engine.
@@ -58,7 +66,8 @@ func (v *View) ListContainers(ctx context.Context, f docker.ContainerFilter) ([]
 		return v.Client.ListContainers(ctx, f)
 	}
 	v.mu.Lock()
-	if v.current(time.Now()) {
+	now := time.Now()
+	if v.current(now) {
 		list := v.list
 		v.hits++
 		v.mu.Unlock()
@@ -66,7 +75,14 @@ func (v *View) ListContainers(ctx context.Context, f docker.ContainerFilter) ([]
 	}
 	gen := v.gen
 	v.misses++
+	busy := now.Sub(v.changedAt) < v.quiet
+	if busy {
+		v.filtered++
+	}
 	v.mu.Unlock()
+	if busy {
+		return v.Client.ListContainers(ctx, f)
+	}
 	all, err := v.Client.ListContainers(ctx, docker.ContainerFilter{})
 	if err != nil {
 		return nil, err
@@ -87,8 +103,14 @@ func (v *View) current(now time.Time) bool {
 // changed records a change: no list asked for before it answers after it.
 func (v *View) changed() {
 	v.mu.Lock()
-	v.gen++
+	v.bump()
 	v.mu.Unlock()
+}
+
+// bump records a change now. Caller holds mu.
+func (v *View) bump() {
+	v.gen++
+	v.changedAt = time.Now()
 }
 
 // mutate runs a change to containers through the engine, recording it before (a list
@@ -129,7 +151,7 @@ func (v *View) Run(ctx context.Context, retry time.Duration) {
 		err := v.follow(ctx)
 		v.mu.Lock()
 		v.streaming = false
-		v.gen++
+		v.bump()
 		v.mu.Unlock()
 		if ctx.Err() != nil {
 			return
@@ -153,7 +175,7 @@ func (v *View) follow(ctx context.Context) error {
 	evs, errs := v.ContainerEvents(ctx, since)
 	v.mu.Lock()
 	v.streaming = true
-	v.gen++ // lists from before the stream was opened are not kept
+	v.bump() // lists from before the stream was opened are not kept
 	v.mu.Unlock()
 	for {
 		select {
@@ -164,7 +186,7 @@ func (v *View) follow(ctx context.Context) error {
 			v.mu.Lock()
 			v.events++
 			if changesLists(ev.Action) {
-				v.gen++
+				v.bump()
 			}
 			v.mu.Unlock()
 		case err := <-errs:
@@ -189,7 +211,7 @@ func changesLists(action string) bool {
 func (v *View) State() map[string]any {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	return map[string]any{"streaming": v.streaming, "hits": v.hits, "misses": v.misses, "events": v.events, "current": v.current(time.Now())}
+	return map[string]any{"streaming": v.streaming, "hits": v.hits, "misses": v.misses, "filtered": v.filtered, "events": v.events, "current": v.current(time.Now())}
 }
 
 // filter selects what f selects from a full list, as the engine does: every label

@@ -27,9 +27,16 @@ type env struct {
 
 func newEnv(t *testing.T, maxAge time.Duration) *env {
 	t.Helper()
+	return newEnvQuiet(t, maxAge, 0)
+}
+
+// newEnvQuiet is newEnv with the view asking for filtered lists while the last change
+// is less than quiet ago.
+func newEnvQuiet(t *testing.T, maxAge, quiet time.Duration) *env {
+	t.Helper()
 	engine := dockertest.New()
 	engine.AddImage(docker.Image{ID: "sha256:" + strings.Repeat("a", 64), RepoTags: []string{image}})
-	v := New(engine, maxAge, logctx.Discard())
+	v := New(engine, maxAge, quiet, logctx.Discard())
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); v.Run(ctx, 10*time.Millisecond) }()
@@ -227,6 +234,32 @@ func TestListOlderThanAChangeIsNotKept(t *testing.T) {
 	}
 	e.view.mu.Unlock()
 	assert.Check(t, is.Len(e.list(t, docker.ContainerFilter{Running: true}), 1))
+}
+
+// While changes keep coming, a missed list is the engine's answer to the caller's
+// filter, and no full list is asked for; once they stop for quiet, the next list is the
+// full one again and the lists after it answer from it.
+func TestListsWhileChangesComeAreFiltered(t *testing.T) {
+	const quiet = 300 * time.Millisecond
+	e := newEnvQuiet(t, time.Hour, quiet)
+	sb := e.create(t, "sb", map[string]string{"type": "podsandbox"})
+	e.create(t, "c", map[string]string{"type": "container", "sandbox": sb})
+	assert.NilError(t, e.view.StartContainer(context.Background(), sb))
+
+	calls := e.engineLists()
+	running := e.list(t, docker.ContainerFilter{Running: true, Labels: map[string]string{"sandbox": sb}})
+	assert.Check(t, is.Len(running, 0), "the sandbox's container is not running")
+	sandboxes := e.list(t, docker.ContainerFilter{Labels: map[string]string{"type": "podsandbox"}})
+	assert.Check(t, is.Len(sandboxes, 1))
+	assert.Check(t, is.Equal(e.engineLists(), calls+2), "each list asked the engine")
+	assert.Check(t, is.Equal(e.view.State()["filtered"], uint64(2)))
+	assert.Check(t, !e.view.State()["current"].(bool), "no full list was kept")
+
+	time.Sleep(quiet + 50*time.Millisecond)
+	e.settle(t) // the full list, kept
+	calls = e.engineLists()
+	assert.Check(t, is.Len(e.list(t, docker.ContainerFilter{Labels: map[string]string{"type": "podsandbox"}}), 1))
+	assert.Check(t, is.Equal(e.engineLists(), calls), "quiet again: answered from the view")
 }
 
 func TestSizeAndIDListsGoToTheEngine(t *testing.T) {
