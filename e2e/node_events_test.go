@@ -48,6 +48,10 @@ func TestNodeEventedPLEG(t *testing.T) {
 
 	n.apply(t, staticPod("evented", counterContainer("app")))
 	p := n.waitRunning(t, "evented", "app")
+	// kubelet created the container once (a PodSandboxStatus with a timestamp but no
+	// container statuses made it create one at every sync).
+	time.Sleep(3 * time.Second)
+	assert.Check(t, is.Len(n.containers(t, p.sandbox.GetId()), 1), "containers of the pod")
 	poll.WaitOn(t, func(poll.LogT) poll.Result {
 		if m := n.evented(t); m["latency_seconds_count"] < 4 { // sandbox and container: created, started
 			return poll.Continue("kubelet received %v events", m["latency_seconds_count"])

@@ -52,6 +52,13 @@ func TestContainerStatsFromCgroups(t *testing.T) {
 		return poll.Success()
 	}, poll.WithTimeout(10*time.Second), poll.WithDelay(100*time.Millisecond))
 
+	// Its usage in cores (usage_nano_cores, which kubelet's CRI stats mode takes as it is):
+	// over a second of the busy counter, above zero.
+	time.Sleep(1100 * time.Millisecond)
+	busy, err := s.rt.ContainerStats(ctx, &runtimeapi.ContainerStatsRequest{ContainerId: cid})
+	assert.NilError(t, err)
+	assert.Check(t, busy.GetStats().GetCpu().GetUsageNanoCores().GetValue() > 0, "usage in cores: %v", busy.GetStats().GetCpu())
+
 	engineWS := engineWorkingSet(t, cid)
 	resp, err := s.rt.ContainerStats(ctx, &runtimeapi.ContainerStatsRequest{ContainerId: cid})
 	assert.NilError(t, err)

@@ -61,7 +61,7 @@ func TestContainerStats(t *testing.T) {
 	assert.NilError(t, err)
 	want := &runtimeapi.ContainerStats{
 		Attributes: attrs,
-		Cpu:        &runtimeapi.CpuUsage{Timestamp: at.UnixNano(), UsageCoreNanoSeconds: u64(3000)},
+		Cpu:        &runtimeapi.CpuUsage{Timestamp: at.UnixNano(), UsageCoreNanoSeconds: u64(3000), UsageNanoCores: u64(0)}, // a first sample
 		Memory: &runtimeapi.MemoryUsage{
 			Timestamp: at.UnixNano(), WorkingSetBytes: u64(240), UsageBytes: u64(300), RssBytes: u64(150),
 			PageFaults: u64(30), MajorPageFaults: u64(3),

@@ -76,7 +76,7 @@ func (s *Service) sandboxStats(ctx context.Context, sb docker.Container, cs []li
 		sum(&total, sample)
 		out.Linux.Containers = append(out.Linux.Containers, st)
 	}
-	out.Linux.Cpu = cpuUsage(total)
+	out.Linux.Cpu = s.cpuUsage(sb.ID, total)
 	out.Linux.Memory = memoryUsage(total)
 	out.Linux.Process = &runtimeapi.ProcessUsage{Timestamp: total.Timestamp.UnixNano(), ProcessCount: &runtimeapi.UInt64Value{Value: total.Pids}}
 	if p.network != modeHost && p.pid > 0 {

@@ -40,7 +40,7 @@ func TestPodSandboxStats(t *testing.T) {
 	}
 	// Totals: pause + containers (1 + 10 + 100), at the newest sample's time.
 	last := t0.Add(2 * time.Second).UnixNano()
-	wantCPU := &runtimeapi.CpuUsage{Timestamp: last, UsageCoreNanoSeconds: u64(111000)}
+	wantCPU := &runtimeapi.CpuUsage{Timestamp: last, UsageCoreNanoSeconds: u64(111000), UsageNanoCores: u64(0)} // a first sample
 	if diff := cmp.Diff(wantCPU, st.Linux.Cpu, protocmp.Transform()); diff != "" {
 		t.Errorf("cpu (-want +got):\n%s", diff)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -58,7 +57,12 @@ func (s *Service) PodSandboxStatus(ctx context.Context, req *runtimeapi.PodSandb
 		}
 	}
 	st.RuntimeHandler = sb.Runtime
-	resp := &runtimeapi.PodSandboxStatusResponse{Status: st, Timestamp: time.Now().UnixNano()}
+	// No Timestamp: with its EventedPLEG gate on, kubelet takes a response with one as
+	// carrying the statuses of all the pod's containers (ContainersStatuses) and, given
+	// none, sees a pod without containers and creates them again, every sync: duplicate
+	// containers. Without one it asks for the containers' statuses itself, as containerd
+	// 2.x lets it.
+	resp := &runtimeapi.PodSandboxStatusResponse{Status: st}
 	if req.GetVerbose() {
 		info, err := json.Marshal(map[string]any{
 			"pid": sb.Pid, "image": sb.Image, "networkMode": sb.NetworkMode, "pidMode": sb.PidMode,

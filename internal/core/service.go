@@ -75,12 +75,14 @@ type Service struct {
 	created *idSet
 	// nriState is what relaying to deps.NRI (nil: off) remembers.
 	nriState *nriState
+	// cpuRates keeps a CPU sample of each container and sandbox for their usage in cores.
+	cpuRates *cpuRates
 }
 
 // New returns a Service with the settings cfg over the parts deps.
 func New(cfg Config, deps Deps) *Service {
 	return &Service{cfg: cfg, deps: deps, log: logctx.OrDiscard(deps.Log), info: &infoCache{}, tornDown: &idSet{}, created: &idSet{},
-		pids: &idMap[proc]{}, nriState: newNRIState()}
+		pids: &idMap[proc]{}, nriState: newNRIState(), cpuRates: &cpuRates{}}
 }
 
 // timed runs step as the phase name of the request in ctx (logctx.Time): the work

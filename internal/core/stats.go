@@ -39,7 +39,7 @@ func (s *Service) containerStats(ctx context.Context, c docker.Container, md *ru
 		}
 	}
 	out.WritableLayer = s.writableLayer(ctx, c.ID, p, st.Timestamp)
-	out.Cpu = cpuUsage(st)
+	out.Cpu = s.cpuUsage(c.ID, st)
 	out.Memory = memoryUsage(st)
 	return out, st, nil
 }
@@ -141,8 +141,14 @@ func (s *Service) leaveOut(ctx context.Context, err error, kind, id string) bool
 	return true
 }
 
-func cpuUsage(st docker.ContainerStats) *runtimeapi.CpuUsage {
-	return &runtimeapi.CpuUsage{Timestamp: st.Timestamp.UnixNano(), UsageCoreNanoSeconds: &runtimeapi.UInt64Value{Value: st.CPUUsageNanos}}
+// cpuUsage is the CRI's CPU usage of container (or sandbox) id, sampled as st: the
+// cumulative time and the rate since a kept sample (cpuRates).
+func (s *Service) cpuUsage(id string, st docker.ContainerStats) *runtimeapi.CpuUsage {
+	return &runtimeapi.CpuUsage{
+		Timestamp:            st.Timestamp.UnixNano(),
+		UsageCoreNanoSeconds: &runtimeapi.UInt64Value{Value: st.CPUUsageNanos},
+		UsageNanoCores:       &runtimeapi.UInt64Value{Value: s.cpuRates.rate(id, st.CPUUsageNanos, st.Timestamp)},
+	}
 }
 
 func memoryUsage(st docker.ContainerStats) *runtimeapi.MemoryUsage {

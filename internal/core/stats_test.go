@@ -23,9 +23,14 @@ func TestSumStats(t *testing.T) {
 func TestCPUAndMemoryUsage(t *testing.T) {
 	at := time.Unix(1, 2)
 	st := rtSample(2, at)
-	cpu := cpuUsage(st)
+	svc := &Service{cpuRates: &cpuRates{}}
+	cpu := svc.cpuUsage("c", st)
 	assert.Equal(t, cpu.Timestamp, at.UnixNano())
 	assert.Equal(t, cpu.UsageCoreNanoSeconds.Value, uint64(2000))
+	assert.Equal(t, cpu.UsageNanoCores.Value, uint64(0), "a first sample")
+	later := rtSample(2, at.Add(time.Second))
+	later.CPUUsageNanos += 5e8
+	assert.Equal(t, svc.cpuUsage("c", later).UsageNanoCores.Value, uint64(5e8), "half a core")
 	mem := memoryUsage(st)
 	assert.Equal(t, mem.Timestamp, at.UnixNano())
 	assert.Equal(t, mem.WorkingSetBytes.Value, uint64(160))
