@@ -72,7 +72,7 @@ func rtMetricsByName(t *testing.T, ms []*runtimeapi.Metric) map[string]*runtimea
 		assert.Check(t, ok, "undescribed %s", m.GetName())
 		assert.Check(t, len(m.GetLabelValues()) == n, "%s: %v", m.GetName(), m.GetLabelValues())
 		k := m.GetName()
-		for _, l := range m.GetLabelValues()[3:] {
+		for _, l := range m.GetLabelValues()[6:] { // after container, id, image, name, namespace, pod
 			k += "/" + l
 		}
 		out[k] = m
@@ -138,7 +138,7 @@ func TestListPodSandboxMetrics(t *testing.T) {
 	pod := rtMetricsByName(t, web.Metrics)
 	rx := pod["container_network_receive_bytes_total/eth0"]
 	assert.Assert(t, rx != nil, "%v", pod)
-	assert.DeepEqual(t, rx.LabelValues, []string{sbID, env.inspect(t, sbID).Name, rtSandboxImage, "eth0"})
+	assert.DeepEqual(t, rx.LabelValues, []string{"POD", sbID, rtSandboxImage, env.inspect(t, sbID).Name, "default", "web", "eth0"})
 	assert.Equal(t, rx.GetValue().GetValue(), uint64(5000))
 	assert.Equal(t, pod["container_network_transmit_packets_dropped_total/eth0"].GetValue().GetValue(), uint64(2))
 	_, lo := pod["container_network_receive_bytes_total/lo"]
@@ -151,7 +151,7 @@ func TestListPodSandboxMetrics(t *testing.T) {
 	got := rtMetricsByName(t, cm.Metrics)
 	cpu := got["container_cpu_usage_seconds_total/total"]
 	assert.Assert(t, cpu != nil)
-	assert.DeepEqual(t, cpu.LabelValues, []string{app, env.inspect(t, app).Name, rtContainerImage, "total"})
+	assert.DeepEqual(t, cpu.LabelValues, []string{"app", app, rtContainerImage, env.inspect(t, app).Name, "default", "web", "total"})
 	assert.Equal(t, cpu.GetValue().GetValue(), uint64(3), "whole seconds")
 	assert.Equal(t, cpu.MetricType, runtimeapi.MetricType_COUNTER)
 	for name, want := range map[string]uint64{

@@ -163,7 +163,7 @@ type emitter struct {
 func (c *Collector) emitter(t Target, now time.Time) *emitter {
 	return &emitter{
 		types: c.types,
-		base:  []string{t.ContainerID, t.Name, t.Image},
+		base:  []string{t.ContainerName, t.ContainerID, t.Image, t.Name, t.PodNamespace, t.PodName},
 	}
 }
 

@@ -140,7 +140,7 @@ func testTarget(pid int) Target {
 // key names one metric value: its name and its labels after the base ones.
 func key(m *runtimeapi.Metric) string {
 	k := m.GetName()
-	for _, l := range m.GetLabelValues()[3:] {
+	for _, l := range m.GetLabelValues()[len(baseLabelKeys()):] {
 		k += "/" + l
 	}
 	return k
@@ -160,7 +160,7 @@ func checkShape(t *testing.T, ms []*runtimeapi.Metric, now time.Time, base []str
 			continue
 		}
 		assert.Check(t, len(m.GetLabelValues()) == len(d.GetLabelKeys()), "%s: %v for keys %v", m.GetName(), m.GetLabelValues(), d.GetLabelKeys())
-		assert.DeepEqual(t, m.GetLabelValues()[:3], base)
+		assert.DeepEqual(t, m.GetLabelValues()[:len(baseLabelKeys())], base)
 		assert.Check(t, m.GetTimestamp() == 0, "collected on demand: no timestamp")
 		assert.Check(t, m.GetMetricType() == runtimeapi.MetricType_COUNTER || m.GetMetricType() == runtimeapi.MetricType_GAUGE)
 		k := key(m)
@@ -248,7 +248,7 @@ func withoutFreeInodes(t *testing.T, root string, got map[string]uint64) map[str
 	return got
 }
 
-var base = []string{"abc", "k8s_app_pod_ns_uid_0", "busybox:1.36"}
+var base = []string{"app", "abc", "busybox:1.36", "k8s_app_pod_ns_uid_0", "ns", "pod"}
 
 // collectShaped collects the metrics of testTarget(pid) from the tree at root, checks
 // their shape with checkShape and returns them with their values.
@@ -363,7 +363,7 @@ func TestPodNetwork(t *testing.T) {
 	target := Target{ContainerID: "sb", ContainerName: "POD", Name: "k8s_POD_pod_ns_uid_0", Image: "pause:3.10", PodName: "pod", PodNamespace: "ns", Pid: 100}
 	ms, err := NewCollector(root).PodNetwork(target, now)
 	assert.NilError(t, err)
-	got := checkShape(t, ms, now, []string{"sb", "k8s_POD_pod_ns_uid_0", "pause:3.10"})
+	got := checkShape(t, ms, now, []string{"POD", "sb", "pause:3.10", "k8s_POD_pod_ns_uid_0", "ns", "pod"})
 	assert.DeepEqual(t, got, map[string]uint64{
 		"container_network_receive_bytes_total/eth0":            123456,
 		"container_network_receive_packets_total/eth0":          789,

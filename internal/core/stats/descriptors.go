@@ -4,12 +4,14 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
-// baseLabelKeys are the first label keys of every metric, in this order, as CRI-O
-// sends them: the engine container ID, the engine's container name and the image.
-// kubelet appends namespace, pod and container itself (the cadvisor labels), so a
-// runtime that sent them too would give kubelet duplicate label names.
+// baseLabelKeys are the first label keys of every metric, in this order: the labels of
+// kubelet's own cadvisor series (container, id, image, name, namespace, pod). With
+// PodAndContainerStatsFromCRI kubelet serves /metrics/cadvisor from ListPodSandboxMetrics
+// with the runtime's label keys as they are (kubelet 1.37 adds none), so without pod,
+// namespace and container the series of a pod could not be told apart by the queries
+// written for cadvisor's (containerd sends pod, namespace, container, id and image).
 func baseLabelKeys() []string {
-	return []string{"id", "name", "image"}
+	return []string{"container", "id", "image", "name", "namespace", "pod"}
 }
 
 // descriptor is one metric the collector produces.
