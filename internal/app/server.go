@@ -67,11 +67,15 @@ func streamingList(rpc string) string {
 }
 
 // tooLarge fails a list answer that gRPC would refuse to send (over maxMsgSize) with
-// ResourceExhausted naming the streaming RPC, instead of the transport's error.
+// ResourceExhausted naming the streaming RPC, instead of the transport's error. The
+// answer is measured only when it has enough items to come near the limit (measuring
+// is a walk of the whole answer, a few percent of our CPU on a busy node if done for
+// every relist); a smaller one that still passed it (pods with huge annotations) gets
+// gRPC's own ResourceExhausted.
 func tooLarge(rpc string, resp any) error {
 	stream := streamingList(rpc)
 	m, ok := resp.(proto.Message)
-	if stream == "" || !ok {
+	if stream == "" || !ok || listItems(resp) < measureFrom(resp) {
 		return nil
 	}
 	if n := proto.Size(m); n > maxMsgSize {
@@ -79,6 +83,36 @@ func tooLarge(rpc string, resp any) error {
 			rpc, n, maxMsgSize, stream, cerrdefs.ErrResourceExhausted)
 	}
 	return nil
+}
+
+// listItems counts the items of a list answer.
+func listItems(resp any) int {
+	switch r := resp.(type) {
+	case *runtimeapi.ListContainersResponse:
+		return len(r.GetContainers())
+	case *runtimeapi.ListPodSandboxResponse:
+		return len(r.GetItems())
+	case *runtimeapi.ListImagesResponse:
+		return len(r.GetImages())
+	case *runtimeapi.ListContainerStatsResponse:
+		return len(r.GetStats())
+	case *runtimeapi.ListPodSandboxStatsResponse:
+		return len(r.GetStats())
+	case *runtimeapi.ListPodSandboxMetricsResponse:
+		return len(r.GetPodMetrics())
+	}
+	return 0
+}
+
+// measureFrom is how many items a list answer needs before it is measured: about a
+// thousandth of the limit's worth of items (a container is about 1.5 KB with kubelet's
+// labels; a pod's metrics or stats, with its containers', ten times that).
+func measureFrom(resp any) int {
+	switch resp.(type) {
+	case *runtimeapi.ListPodSandboxMetricsResponse, *runtimeapi.ListPodSandboxStatsResponse:
+		return 100
+	}
+	return 1000
 }
 
 func (i *interceptor) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {

@@ -95,11 +95,17 @@ func TestInterceptorRefusesListsOverTheLimit(t *testing.T) {
 	err := call("/runtime.v1.RuntimeService/ListContainers", containers(12000))
 	assert.Equal(t, status.Code(err), codes.ResourceExhausted)
 	assert.Check(t, is.Contains(status.Convert(err).Message(), "use StreamContainers"))
-	err = call("/runtime.v1.RuntimeService/ListPodSandboxStats", &runtimeapi.ListPodSandboxStatsResponse{
-		Stats: []*runtimeapi.PodSandboxStats{{Attributes: &runtimeapi.PodSandboxAttributes{
-			Annotations: map[string]string{"pad": strings.Repeat("x", maxMsgSize)}}}},
-	})
+	podStats := &runtimeapi.ListPodSandboxStatsResponse{}
+	for range 100 {
+		podStats.Stats = append(podStats.Stats, &runtimeapi.PodSandboxStats{Attributes: &runtimeapi.PodSandboxAttributes{
+			Annotations: map[string]string{"pad": strings.Repeat("x", maxMsgSize/64)}}})
+	}
+	err = call("/runtime.v1.RuntimeService/ListPodSandboxStats", podStats)
 	assert.Check(t, is.Contains(status.Convert(err).Message(), "use StreamPodSandboxStats"))
+	// Too few items to be measured: gRPC's own limit answers for them.
+	podStats.Stats = podStats.Stats[:99]
+	podStats.Stats[0].Attributes.Annotations["pad"] = strings.Repeat("x", maxMsgSize)
+	assert.NilError(t, call("/runtime.v1.RuntimeService/ListPodSandboxStats", podStats))
 	for rpc, stream := range map[string]string{
 		"ListPodSandbox": "StreamPodSandboxes", "ListImages": "StreamImages", "ListContainerStats": "StreamContainerStats",
 		"ListPodSandboxMetrics": "StreamPodSandboxMetrics", "ListMetricDescriptors": "", "Status": "",
