@@ -8,7 +8,8 @@
 #   BENCH_NODE_STEADY_SECONDS (120), BENCH_NODE_ROUNDS (runs of each binary, alternating first; default 1),
 #   BENCH_NODE_ARRIVAL_RATE (pods/s of the arrival run, default 1; 0: none), BENCH_NODE_GATES (kubelet feature
 #   gates, space-separated: a run of ours with each on), BENCH_NODE_SHIM_FLAGS (more flags for ours), BENCH_NODE_PPROF=DIR
-#   (a CPU profile of ours over the steady state).
+#   (a CPU profile of ours over the steady state), BENCH_NODE_RUN (the -bench regexp, say
+#   'NodeE2E/binary=ours/arrival' for one run).
 set -euo pipefail
 # shellcheck source=hack/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -25,7 +26,7 @@ hold_e2e_lock
 for store in ${E2E_STORES:-classic containerd}; do
   log "bench-node: image store $store, ${BENCH_NODE_PODS:-110} pods"
   E2E_STORE=$store CRI_DOCKERD_BIN=$CRI_DOCKERD_BIN \
-    go test -tags e2e -count=1 -timeout 180m -run '^$' -bench 'NodeE2E' -benchtime 1x ./e2e/
+    go test -tags e2e -count=1 -timeout 180m -run '^$' -bench "${BENCH_NODE_RUN:-NodeE2E}" -benchtime 1x ./e2e/
 done
 hack/registry.sh stop >/dev/null 2>&1 || true
 hack/cni.sh teardown
