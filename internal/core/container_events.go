@@ -33,8 +33,9 @@ const eventsRetry = 2 * time.Second
 func (s *Service) GetContainerEvents(_ *runtimeapi.GetEventsRequest, ss grpc.ServerStreamingServer[runtimeapi.ContainerEventResponse]) error {
 	ctx, cancel := context.WithCancel(ss.Context())
 	defer cancel()
-	w := &eventWatch{s: s, ss: ss, known: map[string]containerSeen{}, last: map[string]*runtimeapi.PodSandboxStatus{}}
-	events, errs := s.deps.Docker.ContainerEvents(ctx, time.Now())
+	sub, unsubscribe := context.WithCancel(ctx)
+	w := &eventWatch{s: s, ss: ss, known: map[string]containerSeen{}, last: map[string]*runtimeapi.PodSandboxStatus{}, unsubscribe: unsubscribe}
+	events, errs := s.deps.Docker.ContainerEvents(sub, time.Now())
 	// Subscribed first, listed second: a container created in between is in both, and
 	// one removed in between has its destroy event after the list.
 	if err := w.resync(ctx, false); err != nil {
@@ -75,6 +76,8 @@ type eventWatch struct {
 	known map[string]containerSeen
 	last  map[string]*runtimeapi.PodSandboxStatus
 	sent  int
+	// unsubscribe ends the current engine subscription (the RPC's end ends them all).
+	unsubscribe context.CancelFunc
 }
 
 // follow sends the CRI events of the engine's until its stream ends (the engine's error)
@@ -99,13 +102,19 @@ func (w *eventWatch) follow(ctx context.Context, events <-chan docker.ContainerE
 
 // rejoin follows the engine's events again, retrying until the engine answers or ctx
 // ends, and sends the events of what changed while the stream was down.
+// Each attempt's subscription has a context of its own, ended when the attempt fails,
+// so that an engine that streams but cannot list does not pile up subscriptions.
 func (w *eventWatch) rejoin(ctx context.Context) (<-chan docker.ContainerEvent, <-chan error, error) {
 	for {
-		events, errs := w.s.deps.Docker.ContainerEvents(ctx, time.Now())
+		sub, unsubscribe := context.WithCancel(ctx)
+		events, errs := w.s.deps.Docker.ContainerEvents(sub, time.Now())
 		err := w.resync(ctx, true)
 		if err == nil {
+			w.unsubscribe() // the broken stream's
+			w.unsubscribe = unsubscribe
 			return events, errs, nil
 		}
+		unsubscribe()
 		if ctx.Err() != nil {
 			return nil, nil, ctx.Err()
 		}
