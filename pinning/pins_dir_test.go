@@ -82,13 +82,47 @@ func TestPinsWatcherPeriodicCheck(t *testing.T) {
 	w := newPinsWatcher(&cfg, time.Hour, (&reloads{}).reload, logrus.New())
 	r := &reloads{}
 	w.reload = r.reload
-	w.check()
+	w.settle = time.Millisecond
+	ctx := context.Background()
+	w.check(ctx)
 	assert.Equal(t, r.count(), 0)
 	assert.NilError(t, os.WriteFile(filepath.Join(dir, "a"), []byte("busybox\n"), 0o644))
-	w.check()
-	w.check()
+	w.check(ctx)
+	w.check(ctx)
 	assert.Equal(t, r.count(), 1)
 	assert.NilError(t, os.WriteFile(filepath.Join(dir, ".hidden"), []byte("nginx\n"), 0o644)) // not a pins file
-	w.check()
+	w.check(ctx)
 	assert.Equal(t, r.count(), 1)
+}
+
+// A check that finds the pins file between its truncation and its write (as
+// os.WriteFile and `echo >` leave it for a moment) waits for it to settle: the only
+// reload reads the written file, never the empty one a bad file would fall back to.
+func TestPinsWatcherWaitsForWriteToSettle(t *testing.T) {
+	cfg := Config{PinsFile: filepath.Join(t.TempDir(), "pins")}
+	assert.NilError(t, os.WriteFile(cfg.PinsFile, []byte("busybox\n"), 0o644))
+	var seen []string
+	w := newPinsWatcher(&cfg, time.Hour, func(string) {
+		b, err := os.ReadFile(cfg.PinsFile)
+		assert.Check(t, err)
+		seen = append(seen, string(b))
+	}, logrus.New())
+	w.settle = 300 * time.Millisecond
+
+	f, err := os.OpenFile(cfg.PinsFile, os.O_WRONLY|os.O_TRUNC, 0)
+	assert.NilError(t, err)
+	checked := make(chan struct{})
+	go func() { defer close(checked); w.check(context.Background()) }()
+	time.Sleep(50 * time.Millisecond) // the check has seen the empty file by now
+	_, err = f.WriteString("nginx\n")
+	assert.NilError(t, err)
+	assert.NilError(t, f.Close())
+	<-checked
+	assert.DeepEqual(t, seen, []string{"nginx\n"})
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	assert.NilError(t, os.WriteFile(cfg.PinsFile, nil, 0o644))
+	w.check(ctx) // a check that ends with its context reloads nothing
+	assert.DeepEqual(t, seen, []string{"nginx\n"})
 }

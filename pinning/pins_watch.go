@@ -21,7 +21,10 @@ import (
 // directory appear); a check every pinsPoll besides covers file systems without
 // inotify and a watch that could not be set. A change is a new fingerprint of the
 // files (names, sizes, modification times, inodes): only then is Reload called, so a
-// bad file is reported once per change, and the previous pins stay in force.
+// bad file is reported once per change, and the previous pins stay in force. A new
+// fingerprint is applied only once it held for pinsDebounce: a file caught between
+// its truncation and its write (`echo >`, os.WriteFile) is not loaded as empty, which
+// would have made the empty state the "previous pins" a bad file falls back to.
 
 // pinsPoll is how often the watcher checks the pins files' fingerprint.
 const pinsPoll = 5 * time.Second
@@ -35,14 +38,15 @@ type pinsWatcher struct {
 	poll      time.Duration
 	reload    func(why string)
 	log       logrus.FieldLogger
-	last      string // the fingerprint of the files at the last reload
+	settle    time.Duration // how long a new fingerprint must hold before a reload
+	last      string        // the fingerprint of the files at the last reload
 }
 
 // newPinsWatcher returns the watcher of cfg's pins files, which takes their
 // fingerprint now: call it before they are first loaded, so that a change made while
 // they load is seen. reload is called (from the watcher's goroutine) after each change.
 func newPinsWatcher(cfg *Config, poll time.Duration, reload func(why string), log logrus.FieldLogger) *pinsWatcher {
-	w := &pinsWatcher{file: cfg.PinsFile, dir: cfg.PinsDir, poll: poll, reload: reload, log: log}
+	w := &pinsWatcher{file: cfg.PinsFile, dir: cfg.PinsDir, poll: poll, reload: reload, log: log, settle: pinsDebounce}
 	w.last = w.fingerprint()
 	return w
 }
@@ -73,7 +77,7 @@ func (w *pinsWatcher) run(ctx context.Context) {
 		if iw != nil {
 			w.addWatches(iw, watched)
 		}
-		w.check()
+		w.check(ctx)
 		t := time.NewTimer(w.poll)
 		select {
 		case <-ctx.Done():
@@ -143,14 +147,26 @@ func (w *pinsWatcher) quiet(ctx context.Context, events <-chan fsnotify.Event) {
 	}
 }
 
-// check reloads when the fingerprint differs from the last reload's.
-func (w *pinsWatcher) check() {
+// check reloads when the fingerprint differs from the last reload's and then held for
+// settle (it waits while the files keep changing, or until ctx ends).
+func (w *pinsWatcher) check(ctx context.Context) {
 	fp := w.fingerprint()
-	if fp == w.last {
-		return
+	for fp != w.last {
+		t := time.NewTimer(w.settle)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		again := w.fingerprint()
+		if again == fp {
+			w.last = fp
+			w.reload("pins files changed")
+			return
+		}
+		fp = again
 	}
-	w.last = fp
-	w.reload("pins files changed")
 }
 
 // fingerprint identifies the current pins files: each file's name, size,
