@@ -121,6 +121,10 @@ bench-node: build ## a full node: kubelet with 110 static pods (BENCH_NODE_PODS)
 bench-lists: build ## 11,000 containers (BENCH_LISTS_CONTAINERS) listed by ListContainers and StreamContainers: time, answer size, our peak RSS, each store in E2E_STORES
 	E2E_RUN='^$$' E2E_BENCH='ListsE2E' E2E_TIMEOUT=90m E2E_STORES="$(E2E_STORES)" CRI_DOCKERD_BIN=$(CURDIR)/$(BIN) hack/e2e.sh
 
+.PHONY: engine-matrix
+engine-matrix: build ## the smoke e2e and critest on every Docker Engine from 23 to 29 (ENGINES="23 29" picks), built from source and cached; one table
+	ENGINES="$(ENGINES)" CRI_DOCKERD_BIN=$(CURDIR)/$(BIN) hack/engine-matrix.sh
+
 .PHONY: soak
 soak: build ## kubelet churning 50 pods on our binary for DURATION (default 60m), each store in E2E_STORES; fails on a leak (CI: 3m, one store)
 	E2E_RUN='^TestNodeSoak$$' E2E_SOAK_DURATION=$(or $(DURATION),60m) E2E_SOAK_STORES="$(E2E_STORES)" E2E_TIMEOUT=6h \

@@ -87,16 +87,21 @@ func runMain(m *testing.M) int {
 			return 1
 		}
 	}
+	var engine string // engine.sh start's last line: the engine's versions and driver, as JSON
 	for _, step := range [][]string{{"cni.sh", "install"}, {"engine.sh", "start"}, {"registry.sh", "start"}} {
-		if _, err := hackOutput(step...); err != nil {
+		out, err := hackOutput(step...)
+		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
+		}
+		if step[0] == "engine.sh" {
+			engine = out
 		}
 	}
 	if os.Getenv("E2E_KEEP") != "1" {
 		defer func() { _, _ = hackOutput("engine.sh", "stop") }()
 	}
-	fmt.Printf("e2e: store=%s engine=%s binary=%s\n", env.store, env.dockerHost, env.binary)
+	fmt.Printf("e2e: store=%s engine=%s %s binary=%s\n", env.store, env.dockerHost, engine, env.binary)
 	code := m.Run()
 	if leaks := podLeaks(); code == 0 && leaks != "" {
 		fmt.Fprintln(os.Stderr, "e2e: the suite left pod resources behind:", leaks)

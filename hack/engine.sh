@@ -45,8 +45,10 @@ daemon_env() {
 write_containerd_config() {
   mkdir -p "$STACK_DIR"/containerd/{root,state} "$LOGS"
   # CRI and NRI are off: this containerd only serves dockerd, and NRI's socket is host-global.
+  local version=3 # containerd 2's config; the matrix's containerd 1.6 and 1.7 read version 2
+  [[ $CONTAINERD_VERSION == v1.* ]] && version=2
   cat >"$STACK_DIR/containerd/config.toml" <<EOF
-version = 3
+version = $version
 root = "$STACK_DIR/containerd/root"
 state = "$STACK_DIR/containerd/state"
 disabled_plugins = ["io.containerd.grpc.v1.cri", "io.containerd.cri.v1.runtime", "io.containerd.cri.v1.images", "io.containerd.nri.v1.nri"]
@@ -58,13 +60,14 @@ EOF
 }
 
 write_daemon_json() {
-  # CDI is on, with a private spec directory (the e2e CDI tests write their specs there).
+  # CDI is on, with a private spec directory (the e2e CDI tests write their specs there). A matrix
+  # engine gets only what it knows (dockerd refuses an unknown key): the containerd image store
+  # came in Docker 24, CDI's spec directories in 25.
   mkdir -p "$STACK_DIR"/{data,exec,cdi} "$LOGS"
-  local cdi="\"cdi\": true}, \"cdi-spec-dirs\": [\"$STACK_DIR/cdi\"]"
-  case $STORE in
-    containerd) echo "{\"features\": {\"containerd-snapshotter\": true, $cdi}" ;;
-    classic) echo "{\"features\": {\"containerd-snapshotter\": false, $cdi, \"storage-driver\": \"overlay2\"}" ;;
-  esac >"$STACK_DIR/daemon.json"
+  jq -n --arg store "$STORE" --argjson engine "$ENGINE" --arg cdi "$STACK_DIR/cdi" '{features: {}}
+    | if $engine >= 24 then .features["containerd-snapshotter"] = ($store == "containerd") else . end
+    | if $engine >= 25 then .features.cdi = true | .["cdi-spec-dirs"] = [$cdi] else . end
+    | if $store == "classic" then .["storage-driver"] = "overlay2" else . end' >"$STACK_DIR/daemon.json"
 }
 
 start_containerd() {
@@ -171,6 +174,7 @@ print_env() {
 main() {
   (($# == 1)) || usage
   case $STORE in containerd | classic) ;; *) die "STORE must be containerd or classic, not '$STORE'" ;; esac
+  [[ $STORE == classic || $ENGINE -ge 24 ]] || die "Docker $DOCKER_VERSION_STRING has no containerd image store (it came in Docker 24): use STORE=classic"
   case $1 in
     start)
       [[ -x $ENGINE_BIN/dockerd ]] || die "no engine in $ENGINE_BIN (run hack/install-engine.sh)"

@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # hack/install-engine.sh — build (or reuse from the cache) dockerd, docker-proxy, containerd, ctr,
 # containerd-shim-runc-v2 and runc into ENGINE_BIN (keyed by the three versions, see lib.sh).
+# ENGINE=23..28 builds that Docker release's engine instead (the engine matrix): dockerd from
+# github.com/docker/docker's source with its vendor.mod as go.mod, containerd 1.x from source (its
+# go.mod has replace directives, which go install refuses); the module proxy's zips have no vendor/.
 # Usage: hack/install-engine.sh        (FORCE=1 rebuilds; prints the bin dir as its last line)
 set -euo pipefail
 # shellcheck source=hack/lib.sh
@@ -9,12 +12,15 @@ set -euo pipefail
 ENGINE_BINARIES=(dockerd docker-proxy containerd ctr containerd-shim-runc-v2 runc)
 STAMP=$ENGINE_BIN/.complete
 WANT="moby=$MOBY_VERSION docker=$DOCKER_VERSION_STRING containerd=$CONTAINERD_VERSION runc=$RUNC_VERSION"
+[[ $ENGINE == 29 ]] || WANT="docker=$LEGACY_DOCKER_VERSION containerd=$CONTAINERD_VERSION runc=$RUNC_VERSION"
+SRC_DIR=$DOCKPIN_CACHE/engine-src
 
 # module_of BINARY — "modulepath version" of the main module a Go binary was built from.
 module_of() { go version -m "$1" | awk '$1 == "mod" { print $2, $3; exit }'; }
 
 # verify — every binary exists, runs, and comes from the pinned module version.
 verify() {
+  [[ $ENGINE == 29 ]] || { verify_legacy; return; }
   local b want
   for b in "${ENGINE_BINARIES[@]}"; do
     [[ -x $ENGINE_BIN/$b ]] || { log "missing $ENGINE_BIN/$b"; return 1; }
@@ -26,6 +32,71 @@ verify() {
     [[ $(module_of "$ENGINE_BIN/$b") == "$want" ]] || { log "$b is not $want"; return 1; }
     "$ENGINE_BIN/$b" --version >/dev/null 2>&1 || { log "$b --version fails"; return 1; }
   done
+}
+
+# verify_legacy — a matrix engine's binaries exist and say the pinned versions (they are built in a
+# source tree, so go version -m names no module version).
+verify_legacy() {
+  local b out want
+  for b in "${ENGINE_BINARIES[@]}"; do
+    [[ -x $ENGINE_BIN/$b ]] || { log "missing $ENGINE_BIN/$b"; return 1; }
+    case $b in
+      dockerd) want="Docker version $DOCKER_VERSION_STRING," ;;
+      docker-proxy) continue ;; # it has no --version before Docker 28
+      runc) want="runc version ${RUNC_VERSION#v}" ;;
+      *) want=" $CONTAINERD_VERSION" ;;
+    esac
+    out=$("$ENGINE_BIN/$b" --version 2>&1) || { log "$b --version fails: $out"; return 1; }
+    [[ $out == *"$want"* ]] || { log "$b is not ${want# }: $out"; return 1; }
+  done
+}
+
+# module_src MODULE VERSION — a fresh writable copy of MODULE@VERSION's source under SRC_DIR,
+# without vendor/ (printed).
+module_src() {
+  local json from dir=$SRC_DIR/${1##*/}-${2%+incompatible}
+  json=$(go mod download -json "$1@$2") || die "go mod download $1@$2: $(jq -r .Error <<<"$json" 2>/dev/null)"
+  from=$(jq -r .Dir <<<"$json")
+  rm -rf "$dir" && mkdir -p "$SRC_DIR" && cp -r "$from" "$dir" && chmod -R u+w "$dir" && rm -rf "$dir/vendor"
+  echo "$dir"
+}
+
+# legacy_replaces VERSION — go mod edit -replace arguments for requirements of that Docker release
+# that the module proxy does not serve (a pseudo-version of a commit it cannot fetch), each with
+# the nearest release.
+legacy_replaces() {
+  case $1 in
+    v23.0.18) echo -replace=github.com/moby/buildkit=github.com/moby/buildkit@v0.10.6 ;;
+  esac
+}
+
+build_legacy_docker() {
+  local dir v=github.com/docker/docker/dockerversion replaces
+  dir=$(module_src github.com/docker/docker "$LEGACY_DOCKER_VERSION+incompatible")
+  mv "$dir/vendor.mod" "$dir/go.mod" && mv "$dir/vendor.sum" "$dir/go.sum"
+  read -ra replaces <<<"$(legacy_replaces "$LEGACY_DOCKER_VERSION")"
+  if ((${#replaces[@]})); then
+    log "docker $LEGACY_DOCKER_VERSION: the module proxy lacks some pinned requirements; using ${replaces[*]}"
+    (cd "$dir" && go mod edit "${replaces[@]}")
+  fi
+  # btrfs and devicemapper graph drivers need C headers; the matrix uses overlay2 only.
+  (cd "$dir" && timed go build -mod=mod -trimpath -tags "exclude_graphdriver_btrfs exclude_graphdriver_devicemapper" \
+    -ldflags "-s -w -X $v.Version=$DOCKER_VERSION_STRING -X $v.GitCommit=docker-$LEGACY_DOCKER_VERSION" \
+    -o "$ENGINE_BIN/" ./cmd/dockerd ./cmd/docker-proxy)
+}
+
+build_legacy_containerd() {
+  local dir m=github.com/containerd/containerd
+  dir=$(module_src "$m" "$CONTAINERD_VERSION")
+  (cd "$dir" && timed go build -mod=mod -trimpath -tags no_btrfs -ldflags "-s -w -X $m/version.Version=$CONTAINERD_VERSION" \
+    -o "$ENGINE_BIN/" ./cmd/containerd ./cmd/ctr ./cmd/containerd-shim-runc-v2)
+}
+
+build_legacy_runc() {
+  local dir
+  dir=$(module_src github.com/opencontainers/runc "$RUNC_VERSION")
+  (cd "$dir" && timed go build -mod=mod -trimpath -tags seccomp \
+    -ldflags "-s -w -X main.version=${RUNC_VERSION#v} -X main.gitCommit=$RUNC_VERSION" -o "$ENGINE_BIN/runc" .)
 }
 
 build_moby() {
@@ -48,7 +119,7 @@ build_runc() { # -tags seccomp needs libseccomp-dev: Docker's default profile is
 }
 
 main() {
-  (($# == 0)) || { echo "usage: $0   (env: FORCE=1 DOCKPIN_CACHE ENGINE_BIN *_VERSION)" >&2; exit 2; }
+  (($# == 0)) || { echo "usage: $0   (env: ENGINE=23..29 FORCE=1 DOCKPIN_CACHE ENGINE_BIN *_VERSION)" >&2; exit 2; }
   local t0=$SECONDS
   ensure_apt "${STACK_APT_PACKAGES[@]}"
   if [[ -z ${FORCE:-} && -f $STAMP ]]; then
@@ -60,9 +131,15 @@ main() {
     log "building engine: $WANT"
     rm -f "$STAMP"
     mkdir -p "$ENGINE_BIN"
-    build_moby
-    build_containerd
-    build_runc
+    if [[ $ENGINE == 29 ]]; then
+      build_moby
+      build_containerd
+      build_runc
+    else
+      build_legacy_docker
+      build_legacy_containerd
+      build_legacy_runc
+    fi
     verify || die "engine build incomplete in $ENGINE_BIN"
     echo "$WANT" >"$STAMP"
   fi

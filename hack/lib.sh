@@ -7,6 +7,32 @@
 # shellcheck disable=SC2034 # used by the scripts that source this file
 HACK_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
+# The engine: ENGINE=29 (the default) is Docker 29 from the moby v2 module; ENGINE=23 to 28 is the
+# newest patch of that Docker release from github.com/docker/docker (+incompatible), with the
+# containerd and runc its Dockerfile builds with (make engine-matrix).
+: "${ENGINE:=29}"
+# engine_row N — "docker containerd runc" versions of the matrix's engine N (23 to 28).
+engine_row() {
+  case $1 in
+    23) echo v23.0.18 v1.6.38 v1.1.12 ;;
+    24) echo v24.0.9 v1.7.13 v1.1.12 ;;
+    25) echo v25.0.17 v1.7.27 v1.2.5 ;;
+    26) echo v26.1.5 v1.7.18 v1.1.12 ;;
+    27) echo v27.5.1 v1.7.25 v1.2.4 ;;
+    28) echo v28.5.2 v1.7.28 v1.3.3 ;;
+    *) return 1 ;;
+  esac
+}
+ENGINE_MATRIX=(23 24 25 26 27 28 29)
+if [[ $ENGINE != 29 ]]; then
+  row=$(engine_row "$ENGINE") || { echo "ENGINE must be one of ${ENGINE_MATRIX[*]}, not '$ENGINE'" >&2; exit 2; }
+  read -r LEGACY_DOCKER_VERSION CONTAINERD_VERSION RUNC_VERSION <<<"$row"
+  DOCKER_VERSION_STRING=${LEGACY_DOCKER_VERSION#v}
+  : "${ENGINE_BIN:=${DOCKPIN_CACHE:-/var/cache/dockpin}/engine/docker-${LEGACY_DOCKER_VERSION}_containerd-${CONTAINERD_VERSION}_runc-${RUNC_VERSION}/bin}"
+  unset row
+fi
+export ENGINE
+
 # Pinned versions (go list -m -versions <module> lists the alternatives).
 : "${MOBY_VERSION:=v2.0.0-beta.24}"        # github.com/moby/moby/v2
 : "${DOCKER_VERSION_STRING:=29.8.1}"       # what that dockerd reports as ServerVersion

@@ -134,6 +134,9 @@ func run(opts *Options, log *logrus.Logger, hup <-chan os.Signal, wait engineWai
 	defer cancel()
 	log.WithField("engine", v.Version).WithField("api", v.NegotiatedAPIVersion).
 		WithField("containerd_store", info.ContainerdStore).Info("connected to docker engine")
+	for _, limit := range engineLimits(v) {
+		log.WithField("engine", v.Version).Warn(limit)
+	}
 
 	pins, err := pinning.Start(ctx, opts.Flags, pinning.Host{
 		SandboxImage: opts.SandboxImage, RootDirectory: opts.RootDirectory, DockerEndpoint: opts.DockerEndpoint,
