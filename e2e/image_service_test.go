@@ -4,6 +4,8 @@ package e2e
 
 import (
 	"context"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -131,4 +133,30 @@ func TestVersionAndStatus(t *testing.T) {
 	assert.NilError(t, err)
 	assert.Assert(t, len(fs.ImageFilesystems) == 1)
 	assert.Check(t, fs.ImageFilesystems[0].UsedBytes.Value > 0)
+
+	// On an engine older than one of our features (Docker 23 to 28.4) the log names each
+	// missing feature once, at start; the engine matrix runs this on each.
+	api := strings.TrimSpace(docker(t, "version", "--format", "{{.Server.APIVersion}}"))
+	limits := regexp.MustCompile(`engine API ([0-9.]+) is older than ([0-9.]+) \(Docker [0-9.]+\): no ([^"]*)`).
+		FindAllStringSubmatch(s.log(t), -1)
+	for _, l := range limits {
+		assert.Check(t, l[1] == api && apiMinor(t, l[1]) < apiMinor(t, l[2]), "engine API %s: %q", api, l[0])
+	}
+	switch minor := apiMinor(t, api); {
+	case minor < 43:
+		assert.Check(t, len(limits) == 5 && strings.Contains(limits[0][3], "one runc shim per pod"), "engine API %s: %q", api, limits)
+	case minor >= 51:
+		assert.Check(t, len(limits) == 0, "engine API %s: %q", api, limits)
+	default:
+		assert.Check(t, len(limits) > 0, "engine API %s names no missing feature", api)
+	}
+}
+
+// apiMinor is the minor number of an Engine API version ("1.44" is 44).
+func apiMinor(t *testing.T, v string) int {
+	t.Helper()
+	minor, ok := strings.CutPrefix(v, "1.")
+	n, err := strconv.Atoi(minor)
+	assert.Assert(t, ok && err == nil, "engine API version %q", v)
+	return n
 }

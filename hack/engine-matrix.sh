@@ -52,11 +52,13 @@ run_engine() {
   if ! bin=$(ENGINE=$n ENGINE_BIN='' hack/install-engine.sh 2>"$dir/build.log" | tail -n1); then
     log "engine $n: the build failed; its last lines:"
     grep -v '^go: downloading' "$dir/build.log" | tail -n 15 >&2
-    printf '| %s | %s | - | %s | %s | build failed: %s | - | - |\n' "$n" "$docker" "$containerd" "$runc" \
+    printf '| %s | %s | - | %s | %s | build failed: %s | - | - | |\n' "$n" "$docker" "$containerd" "$runc" \
       "$(grep -v '^go: downloading' "$dir/build.log" | grep -v '^\[' | tail -n1 | tr '|' '/')" >>"$MATRIX_OUT/rows"
     return
   fi
   log "engine $n: binaries in $bin"
+  local notes=""
+  [[ ! -f $bin/replaced ]] || notes="built with $(paste -sd, "$bin/replaced" | sed 's/=[^,]*@/ → /g')"
   ENGINE=$n ENGINE_BIN='' E2E_STORES=classic E2E_RUN=$MATRIX_E2E_RUN CRI_DOCKERD_BIN=$CRI_DOCKERD_BIN \
     hack/e2e.sh >"$dir/e2e.log" 2>&1 || true
   api=$(sed -n 's/^e2e: store=.*"ApiVersion":"\([0-9.]*\)".*/\1/p' "$dir/e2e.log" | head -n1)
@@ -67,8 +69,8 @@ run_engine() {
     critest=$(summary_critest "$dir/critest.log")
     log "engine $n: critest $critest"
   fi
-  printf '| %s | %s | %s | %s | %s | %s | %s | %ss |\n' "$n" "$docker" "${api:-?}" "$containerd" "$runc" \
-    "$e2e" "$critest" "$((SECONDS - t0))" >>"$MATRIX_OUT/rows"
+  printf '| %s | %s | %s | %s | %s | %s | %s | %ss | %s |\n' "$n" "$docker" "${api:-?}" "$containerd" "$runc" \
+    "$e2e" "$critest" "$((SECONDS - t0))" "$notes" >>"$MATRIX_OUT/rows"
 }
 
 main() {
@@ -85,8 +87,8 @@ main() {
   {
     echo "Engine matrix, $(date -u +%Y-%m-%d), $(uname -r), binary $("$CRI_DOCKERD_BIN" --version 2>&1 | head -n1), classic store"
     echo
-    echo '| engine | Docker | API | containerd | runc | smoke e2e | critest | time |'
-    echo '|---|---|---|---|---|---|---|---|'
+    echo '| engine | Docker | API | containerd | runc | smoke e2e | critest | time | notes |'
+    echo '|---|---|---|---|---|---|---|---|---|'
     cat "$MATRIX_OUT/rows"
   } >"$MATRIX_OUT/results.md"
   cat "$MATRIX_OUT/results.md"

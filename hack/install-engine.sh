@@ -37,16 +37,18 @@ verify() {
 # verify_legacy — a matrix engine's binaries exist and say the pinned versions (they are built in a
 # source tree, so go version -m names no module version).
 verify_legacy() {
-  local b out want
+  local b out want flag
   for b in "${ENGINE_BINARIES[@]}"; do
     [[ -x $ENGINE_BIN/$b ]] || { log "missing $ENGINE_BIN/$b"; return 1; }
+    flag=--version
     case $b in
       dockerd) want="Docker version $DOCKER_VERSION_STRING," ;;
       docker-proxy) continue ;; # it has no --version before Docker 28
       runc) want="runc version ${RUNC_VERSION#v}" ;;
+      containerd-shim-runc-v2) want="Version:  $CONTAINERD_VERSION" flag=-v ;;
       *) want=" $CONTAINERD_VERSION" ;;
     esac
-    out=$("$ENGINE_BIN/$b" --version 2>&1) || { log "$b --version fails: $out"; return 1; }
+    out=$("$ENGINE_BIN/$b" "$flag" 2>&1) || { log "$b $flag fails: $out"; return 1; }
     [[ $out == *"$want"* ]] || { log "$b is not ${want# }: $out"; return 1; }
   done
 }
@@ -61,28 +63,55 @@ module_src() {
   echo "$dir"
 }
 
-# legacy_replaces VERSION — go mod edit -replace arguments for requirements of that Docker release
-# that the module proxy does not serve (a pseudo-version of a commit it cannot fetch), each with
-# the nearest release.
-legacy_replaces() {
-  case $1 in
-    v23.0.18) echo -replace=github.com/moby/buildkit=github.com/moby/buildkit@v0.10.6 ;;
-  esac
+# unservable_replace BUILD_OUTPUT — the go mod edit -replace argument for the first requirement the
+# module proxy refused (403: a commit it cannot fetch, or a fork of a vendor's), with the nearest
+# release of the required module: MOD@VERSION "(replaced by FORK@V)" goes back to MOD@VERSION, a
+# pseudo-version vX.Y.Z-0.DATE-HASH to the newest release before vX.Y.Z. Fails when there is none.
+unservable_replace() {
+  local line mod ver release
+  line=$(grep -oE '[^ :]+@v[^ :]+( \(replaced by [^)]*\))?: reading https://[^ ]* 403' <<<"$1" | head -n1)
+  [[ -n $line ]] || return 1
+  mod=${line%%@*} ver=${line#*@} ver=${ver%%[ :]*}
+  if [[ $line == *"(replaced by "* ]]; then
+    echo "-replace=$mod=$mod@$ver"
+    return
+  fi
+  # The proxy's version lists are not complete: releases are tried one by one, newest first.
+  local base=${ver%%-*} patch
+  [[ $base =~ ^(v[0-9]+\.[0-9]+\.)([0-9]+)$ ]] || return 1
+  for ((patch = BASH_REMATCH[2] - 1; patch >= 0; patch--)); do
+    release=${BASH_REMATCH[1]}$patch
+    if go mod download "$mod@$release" 2>/dev/null; then
+      echo "-replace=$mod=$mod@$release"
+      return
+    fi
+  done
+  return 1
 }
 
 build_legacy_docker() {
-  local dir v=github.com/docker/docker/dockerversion replaces
+  local dir v=github.com/docker/docker/dockerversion out replace tries=0
+  rm -f "$ENGINE_BIN/replaced.tmp"
   dir=$(module_src github.com/docker/docker "$LEGACY_DOCKER_VERSION+incompatible")
   mv "$dir/vendor.mod" "$dir/go.mod" && mv "$dir/vendor.sum" "$dir/go.sum"
-  read -ra replaces <<<"$(legacy_replaces "$LEGACY_DOCKER_VERSION")"
-  if ((${#replaces[@]})); then
-    log "docker $LEGACY_DOCKER_VERSION: the module proxy lacks some pinned requirements; using ${replaces[*]}"
-    (cd "$dir" && go mod edit "${replaces[@]}")
-  fi
   # btrfs and devicemapper graph drivers need C headers; the matrix uses overlay2 only.
-  (cd "$dir" && timed go build -mod=mod -trimpath -tags "exclude_graphdriver_btrfs exclude_graphdriver_devicemapper" \
-    -ldflags "-s -w -X $v.Version=$DOCKER_VERSION_STRING -X $v.GitCommit=docker-$LEGACY_DOCKER_VERSION" \
+  local build=(go build -mod=mod -trimpath -tags "exclude_graphdriver_btrfs exclude_graphdriver_devicemapper"
+    -ldflags "-s -w -X $v.Version=$DOCKER_VERSION_STRING -X $v.GitCommit=docker-$LEGACY_DOCKER_VERSION"
     -o "$ENGINE_BIN/" ./cmd/dockerd ./cmd/docker-proxy)
+  until out=$(cd "$dir" && timed "${build[@]}" 2>&1); do
+    # Some releases pin a requirement the module proxy does not serve: each is replaced by the
+    # nearest release of it (logged; the engine table says which), and the build tried again.
+    if ((++tries > 5)) || ! replace=$(cd "$dir" && unservable_replace "$out"); then
+      grep -v '^go: downloading' <<<"$out" >&2
+      return 1
+    fi
+    log "docker $LEGACY_DOCKER_VERSION: the module proxy does not serve a pinned requirement; using $replace"
+    (cd "$dir" && go mod edit "$replace")
+    echo "${replace#-replace=}" >>"$ENGINE_BIN/replaced.tmp"
+  done
+  grep -v '^go: downloading' <<<"$out" >&2 || true
+  # What the build replaced, for the engine table (hack/engine-matrix.sh).
+  if [[ -f $ENGINE_BIN/replaced.tmp ]]; then mv "$ENGINE_BIN/replaced.tmp" "$ENGINE_BIN/replaced"; else rm -f "$ENGINE_BIN/replaced"; fi
 }
 
 build_legacy_containerd() {
