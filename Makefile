@@ -37,7 +37,7 @@ package-check: package ## inspect the packages, then every install path (install
 	hack/package-check.sh
 
 .PHONY: test
-test: unit e2e node-e2e critest critest-proxy ## unit tests with -race, the end-to-end suite, kubelet's node suite and critest (direct, then through the pin proxy) on a real engine
+test: unit e2e node-e2e critest critest-proxy engine-floor ## unit tests with -race, the end-to-end suite, kubelet's node suite and critest (direct, then through the pin proxy) on a real engine, then the smoke e2e and critest on the oldest engine we serve
 
 .PHONY: unit
 unit: ## unit tests with the race detector
@@ -124,6 +124,10 @@ bench-lists: build ## 11,000 containers (BENCH_LISTS_CONTAINERS) listed by ListC
 .PHONY: engine-matrix
 engine-matrix: build ## the smoke e2e and critest on every Docker Engine from 23 to 29 (ENGINES="23 29" picks), built from source and cached; one table
 	ENGINES="$(ENGINES)" CRI_DOCKERD_BIN=$(CURDIR)/$(BIN) hack/engine-matrix.sh
+
+.PHONY: engine-floor
+engine-floor: build ## the engine matrix's floor, Docker 23 (API 1.42): the smoke e2e and critest (classic store); the newest engine is the one every other target runs
+	ENGINES=23 CRI_DOCKERD_BIN=$(CURDIR)/$(BIN) hack/engine-matrix.sh
 
 .PHONY: soak
 soak: build ## kubelet churning 50 pods on our binary for DURATION (default 60m), each store in E2E_STORES; fails on a leak (CI: 3m, one store)

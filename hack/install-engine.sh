@@ -65,24 +65,38 @@ module_src() {
 
 # unservable_replace BUILD_OUTPUT — the go mod edit -replace argument for the first requirement the
 # module proxy refused (403: a commit it cannot fetch, or a fork of a vendor's), with the nearest
-# release of the required module: MOD@VERSION "(replaced by FORK@V)" goes back to MOD@VERSION, a
-# pseudo-version vX.Y.Z-0.DATE-HASH to the newest release before vX.Y.Z. Fails when there is none.
+# version of the required module: MOD@VERSION "(replaced by FORK@V)" goes back to MOD@VERSION, a
+# pseudo-version to what the newest earlier patch of this Docker release pinned, else to the newest
+# release before it. Fails when there is none.
 unservable_replace() {
   local line mod ver release
-  line=$(grep -oE '[^ :]+@v[^ :]+( \(replaced by [^)]*\))?: reading https://[^ ]* 403' <<<"$1" | head -n1)
+  line=$(grep -oE '[^[:space:]:]+@v[^[:space:]:]+( \(replaced by [^)]*\))?: reading https://[^ ]* 403' <<<"$1" | head -n1)
   [[ -n $line ]] || return 1
   mod=${line%%@*} ver=${line#*@} ver=${ver%%[ :]*}
   if [[ $line == *"(replaced by "* ]]; then
     echo "-replace=$mod=$mod@$ver"
     return
   fi
-  # The proxy's version lists are not complete: releases are tried one by one, newest first.
-  local base=${ver%%-*} patch
+  # The version an earlier patch of this Docker release pinned (an older commit of the same branch,
+  # which that release built with), if the proxy serves it.
+  local dv=${LEGACY_DOCKER_VERSION#v} p src pinned
+  for ((p = ${dv##*.} - 1; p >= 0; p--)); do
+    src=$(go mod download -json "github.com/docker/docker@v${dv%.*}.$p+incompatible" 2>/dev/null | jq -r '.Dir // empty') || continue
+    pinned=$(awk -v m="$mod" '$1 == m { print $2; exit }' "$src/vendor.mod" 2>/dev/null)
+    if [[ -n $pinned && $pinned != "$ver" ]] && go mod download "$mod@$pinned" 2>/dev/null; then
+      echo "-replace=$mod@$ver=$mod@$pinned"
+      return
+    fi
+  done
+  # Else the newest release before the pseudo-version's base. The proxy's version lists are not
+  # complete: releases are tried one by one, newest first.
+  local base=${ver%%[-+]*} patch incompatible=""
+  [[ $ver != *+incompatible ]] || incompatible=+incompatible
   [[ $base =~ ^(v[0-9]+\.[0-9]+\.)([0-9]+)$ ]] || return 1
   for ((patch = BASH_REMATCH[2] - 1; patch >= 0; patch--)); do
-    release=${BASH_REMATCH[1]}$patch
+    release=${BASH_REMATCH[1]}$patch$incompatible
     if go mod download "$mod@$release" 2>/dev/null; then
-      echo "-replace=$mod=$mod@$release"
+      echo "-replace=$mod@$ver=$mod@$release"
       return
     fi
   done
@@ -124,6 +138,13 @@ build_legacy_containerd() {
 build_legacy_runc() {
   local dir
   dir=$(module_src github.com/opencontainers/runc "$RUNC_VERSION")
+  # runc 1.3.3 replaces go-selinux with a patched copy for CVE-2025-52881 in a nested module
+  # (./internal/third_party/selinux), which module zips leave out; go-selinux v1.13.0 published the fix.
+  if grep -q '=> ./internal/third_party/selinux' "$dir/go.mod"; then
+    log "runc $RUNC_VERSION: its nested go-selinux is not in the module zip; using go-selinux v1.13.0"
+    (cd "$dir" && go mod edit -dropreplace=github.com/opencontainers/selinux -require=github.com/opencontainers/selinux@v1.13.0)
+    echo "go-selinux (runc's nested copy)=github.com/opencontainers/selinux@v1.13.0" >>"$ENGINE_BIN/replaced"
+  fi
   (cd "$dir" && timed go build -mod=mod -trimpath -tags seccomp \
     -ldflags "-s -w -X main.version=${RUNC_VERSION#v} -X main.gitCommit=$RUNC_VERSION" -o "$ENGINE_BIN/runc" .)
 }

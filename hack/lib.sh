@@ -16,7 +16,7 @@ engine_row() {
   case $1 in
     23) echo v23.0.18 v1.6.38 v1.1.12 ;;
     24) echo v24.0.9 v1.7.13 v1.1.12 ;;
-    25) echo v25.0.17 v1.7.27 v1.2.5 ;;
+    25) echo v25.0.14 v1.7.27 v1.2.5 ;; # 25.0.15 is not in the checksum database; 25.0.16 and .17 need Mirantis' buildkit fork
     26) echo v26.1.5 v1.7.18 v1.1.12 ;;
     27) echo v27.5.1 v1.7.25 v1.2.4 ;;
     28) echo v28.5.2 v1.7.28 v1.3.3 ;;
