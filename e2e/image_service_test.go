@@ -137,7 +137,7 @@ func TestVersionAndStatus(t *testing.T) {
 	// On an engine older than one of our features (Docker 23 to 28.4) the log names each
 	// missing feature once, at start; the engine matrix runs this on each.
 	api := strings.TrimSpace(docker(t, "version", "--format", "{{.Server.APIVersion}}"))
-	limits := regexp.MustCompile(`engine API ([0-9.]+) is older than ([0-9.]+) \(Docker [0-9.]+\): no ([^"]*)`).
+	limits := regexp.MustCompile(`engine API ([0-9.]+) is older than ([0-9.]+) \(Docker [0-9.]+\) for ([^"]*)`).
 		FindAllStringSubmatch(s.log(t), -1)
 	for _, l := range limits {
 		assert.Check(t, l[1] == api && apiMinor(t, l[1]) < apiMinor(t, l[2]), "engine API %s: %q", api, l[0])

@@ -67,7 +67,7 @@ run_engine() {
   e2e=$(summary_e2e "$dir/e2e.log")
   log "engine $n: e2e $e2e"
   if [[ ${MATRIX_CRITEST:-1} == 1 ]]; then
-    ENGINE=$n ENGINE_BIN='' STORE=classic CRI_DOCKERD_BIN=$CRI_DOCKERD_BIN hack/critest.sh all >"$dir/critest.log" 2>&1 || true
+    ENGINE=$n ENGINE_BIN='' STORE=classic CRITEST_STOP=1 CRI_DOCKERD_BIN=$CRI_DOCKERD_BIN hack/critest.sh all >"$dir/critest.log" 2>&1 || true
     critest=$(summary_critest "$dir/critest.log")
     log "engine $n: critest $critest"
   fi

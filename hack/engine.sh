@@ -104,7 +104,17 @@ start_dockerd() {
     fi
     wait_for 60 dockerd_up || { tail -n 30 "$LOGS/dockerd.log" >&2; die "dockerd did not come up"; }
   fi
+  verify_version
   verify_store
+}
+
+# verify_version — fail loudly unless the dockerd answering is the one ENGINE_BIN holds (one left
+# running in STACK_DIR by another engine of the matrix would be tested in its place).
+verify_version() {
+  local running
+  running=$(api version | jq -r .Version)
+  [[ $running == "$DOCKER_VERSION_STRING" ]] ||
+    die "dockerd in $STACK_DIR is Docker $running, not $DOCKER_VERSION_STRING (ENGINE=$ENGINE): stop it first ($0 stop)"
 }
 
 # verify_store — fail loudly unless dockerd really uses the image store STORE asks for.
@@ -174,10 +184,11 @@ print_env() {
 main() {
   (($# == 1)) || usage
   case $STORE in containerd | classic) ;; *) die "STORE must be containerd or classic, not '$STORE'" ;; esac
-  [[ $STORE == classic || $ENGINE -ge 24 ]] || die "Docker $DOCKER_VERSION_STRING has no containerd image store (it came in Docker 24): use STORE=classic"
   case $1 in
     start)
       [[ -x $ENGINE_BIN/dockerd ]] || die "no engine in $ENGINE_BIN (run hack/install-engine.sh)"
+      [[ $STORE == classic || $ENGINE -ge 24 ]] ||
+        die "Docker $DOCKER_VERSION_STRING has no containerd image store (it came in Docker 24): use STORE=classic"
       start_containerd
       start_dockerd
       status

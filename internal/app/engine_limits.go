@@ -11,7 +11,7 @@ import (
 // not ask for the feature. Logged once at start, so that an operator on Docker 23 to 28
 // sees why a pod behaves differently there.
 func engineLimits(v docker.Version) []string {
-	limits := []struct{ api, docker, instead string }{
+	limits := []struct{ api, docker, feature string }{
 		{"1.43", "24", "one runc shim per pod (OCI annotations): each container gets a shim process of its own"},
 		{"1.44", "25", "recursively read-only mounts: the runtime handler reports them unsupported, so kubelet refuses a pod that asks for them"},
 		{"1.48", "28", "image volumes: a container that mounts an image fails with Unimplemented"},
@@ -21,7 +21,7 @@ func engineLimits(v docker.Version) []string {
 	var out []string
 	for _, l := range limits {
 		if !v.APIAtLeast(l.api) {
-			out = append(out, fmt.Sprintf("engine API %s is older than %s (Docker %s): no %s", v.NegotiatedAPIVersion, l.api, l.docker, l.instead))
+			out = append(out, fmt.Sprintf("engine API %s is older than %s (Docker %s) for %s", v.NegotiatedAPIVersion, l.api, l.docker, l.feature))
 		}
 	}
 	return out
