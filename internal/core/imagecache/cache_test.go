@@ -265,12 +265,31 @@ func TestCacheServesDiskUsageAndRefreshesAfterChanges(t *testing.T) {
 	first, err := c.ImageFsUsage(ctx)
 	assert.NilError(t, err)
 	assert.Equal(t, first.UsedBytes, uint64(100))
+	// The event replay at start (the last second, which holds a:1's own event) may mark
+	// the first value stale once, after the test started: wait until that event is
+	// applied and the recomputation it started, if any, ended.
+	poll.WaitOn(t, func(poll.LogT) poll.Result {
+		if n, _ := c.CacheInfo()["events"].(int); n < 1 {
+			return poll.Continue("the replayed event is not applied yet")
+		}
+		if _, err := c.ImageFsUsage(ctx); err != nil {
+			return poll.Error(err)
+		}
+		c.fs.mu.Lock()
+		defer c.fs.mu.Unlock()
+		if c.fs.inflight != nil || c.fs.valChanges != c.fs.changes {
+			return poll.Continue("the disk usage is being recomputed")
+		}
+		return poll.Success()
+	}, poll.WithTimeout(5*time.Second), poll.WithDelay(time.Millisecond))
+	calls := fake.Calls("ImageFsUsage")
+	assert.Check(t, calls <= 2, "%d engine calls at start", calls)
 	for i := 0; i < 10; i++ {
 		got, err := c.ImageFsUsage(ctx)
 		assert.NilError(t, err)
 		assert.Equal(t, got.UsedBytes, uint64(100))
 	}
-	assert.Equal(t, fake.Calls("ImageFsUsage"), 1, "unchanged images: one engine call")
+	assert.Equal(t, fake.Calls("ImageFsUsage"), calls, "unchanged images: no engine call")
 
 	fake.AddImage(img(50, "b:1")) // an event: the next answer triggers a background recompute
 	waitConsistent(t, c, fake)
