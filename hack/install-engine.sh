@@ -114,7 +114,8 @@ build_legacy_docker() {
     -o "$ENGINE_BIN/" ./cmd/dockerd ./cmd/docker-proxy)
   until out=$(cd "$dir" && timed "${build[@]}" 2>&1); do
     # Some releases pin a requirement the module proxy does not serve: each is replaced by the
-    # nearest release of it (logged; the engine table says which), and the build tried again.
+    # nearest version it serves (unservable_replace; logged, and in the table's notes), and the build
+    # tried again.
     if ((++tries > 5)) || ! replace=$(cd "$dir" && unservable_replace "$out"); then
       grep -v '^go: downloading' <<<"$out" >&2
       return 1
