@@ -77,12 +77,14 @@ type Service struct {
 	nriState *nriState
 	// cpuRates keeps a CPU sample of each container and sandbox for their usage in cores.
 	cpuRates *cpuRates
+	// host reads what checkpoints take from this host (procHost; tests set a fake).
+	host containerHost
 }
 
 // New returns a Service with the settings cfg over the parts deps.
 func New(cfg Config, deps Deps) *Service {
 	return &Service{cfg: cfg, deps: deps, log: logctx.OrDiscard(deps.Log), info: &infoCache{}, tornDown: &idSet{}, created: &idSet{},
-		pids: &idMap[proc]{}, nriState: newNRIState(), cpuRates: &cpuRates{}}
+		pids: &idMap[proc]{}, nriState: newNRIState(), cpuRates: &cpuRates{}, host: procHost{}}
 }
 
 // timed runs step as the phase name of the request in ctx (logctx.Time): the work

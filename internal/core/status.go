@@ -34,7 +34,8 @@ func (s *Service) Status(ctx context.Context, req *runtimeapi.StatusRequest) (*r
 		Features: &runtimeapi.RuntimeFeatures{SupplementalGroupsPolicy: false, UserNamespacesHostNetwork: false, MountOptions: false},
 	}
 	if req.GetVerbose() {
-		parts := map[string]any{"config": s.cfg.Effective, "pinning": s.deps.Pins.Info(), "features": s.features()}
+		parts := map[string]any{"config": s.cfg.Effective, "pinning": s.deps.Pins.Info(), "features": s.features(),
+			"checkpoints": s.checkpointStatus(ctx)}
 		for k, f := range s.deps.StatusInfo {
 			parts[k] = f()
 		}

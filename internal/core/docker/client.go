@@ -57,6 +57,9 @@ type Info struct {
 	ContainerdNamespace string
 	// DockerRootDir is the engine's data root.
 	DockerRootDir string
+	// Experimental is true when the daemon runs with experimental features (needed
+	// for checkpoints).
+	Experimental bool
 	// CgroupDriver is "cgroupfs" or "systemd".
 	CgroupDriver string
 	// Runtimes are the names of the OCI runtimes the engine is configured with.

@@ -343,6 +343,13 @@ type Containers interface {
 	// PathExists tells whether path exists in a container's filesystem (its image and
 	// its own layer; the container need not be running). A missing container is NotFound.
 	PathExists(ctx context.Context, id, path string) (bool, error)
+	// CheckpointContainer writes a CRIU checkpoint of a running container's processes
+	// into dir/name on the engine's host and leaves the container running (POST
+	// /containers/{id}/checkpoints; the engine needs experimental features and criu).
+	CheckpointContainer(ctx context.Context, id, dir, name string) error
+	// ContainerChanges lists the paths the container's writable layer added, changed
+	// or deleted against its image (GET /containers/{id}/changes).
+	ContainerChanges(ctx context.Context, id string) ([]FileChange, error)
 	// ContainerExits streams the IDs of containers whose process ends (the engine's
 	// "die" events) from now until ctx ends or the stream breaks; the error channel
 	// then receives why.
@@ -352,6 +359,23 @@ type Containers interface {
 	// receives why.
 	ContainerEvents(ctx context.Context, since time.Time) (<-chan ContainerEvent, <-chan error)
 }
+
+// FileChange is one path a container's writable layer changed.
+type FileChange struct {
+	// Path is absolute, in the container's filesystem.
+	Path string
+	Kind ChangeKind
+}
+
+// ChangeKind says how a path changed (the engine's numbering).
+type ChangeKind int
+
+// The kinds of FileChange.
+const (
+	ChangeModified ChangeKind = 0
+	ChangeAdded    ChangeKind = 1
+	ChangeDeleted  ChangeKind = 2
+)
 
 // ContainerEvent is one container event from the engine's event stream.
 type ContainerEvent struct {

@@ -95,6 +95,7 @@ func (c *SDKClient) Info(ctx context.Context) (Info, error) {
 	out := Info{
 		Driver: in.Driver, DriverStatus: in.DriverStatus, DockerRootDir: in.DockerRootDir,
 		CgroupDriver: in.CgroupDriver, DefaultRuntime: in.DefaultRuntime, LoggingDriver: in.LoggingDriver,
+		Experimental: in.ExperimentalBuild,
 	}
 	for name := range in.Runtimes {
 		out.Runtimes = append(out.Runtimes, name)

@@ -32,6 +32,8 @@ type fakeContainer struct {
 	stdin strings.Builder
 	// logBreak, when set, breaks the next ContainerLogs call (BreakLogs).
 	logBreak *logBreak
+	// changes are its writable layer's changes (SetChanges).
+	changes []docker.FileChange
 }
 
 // CreateContainer implements docker.Client: the image must exist and the name be free.
