@@ -366,9 +366,15 @@ func (s *shim) preloadUnread(t testing.TB) []string {
 // info's .pinning) into out.
 func (s *shim) pinningInfo(t testing.TB, out any) {
 	t.Helper()
+	s.statusPart(t, "pinning", out)
+}
+
+// statusPart decodes the part key of our binary's verbose Status into out.
+func (s *shim) statusPart(t testing.TB, key string, out any) {
+	t.Helper()
 	resp, err := s.rt.Status(context.Background(), &runtimeapi.StatusRequest{Verbose: true})
 	assert.NilError(t, err)
-	assert.NilError(t, json.Unmarshal([]byte(resp.GetInfo()["pinning"]), out), resp.GetInfo()["pinning"])
+	assert.NilError(t, json.Unmarshal([]byte(resp.GetInfo()[key]), out), resp.GetInfo()[key])
 }
 
 // restart starts a stopped shim again with the same binary and flags, logging to the

@@ -14,7 +14,10 @@ stores=${E2E_STORES:-classic containerd}
 ensure_apt jq curl
 ensure_docker_cli
 hack/install-engine.sh >/dev/null
-hack/install-tools.sh crictl registry >/dev/null
+hack/install-tools.sh crictl registry checkpointctl >/dev/null
+# criu for the engine's checkpoints (CheckpointContainer): engine.sh puts it in the engine's PATH, and
+# here it goes into ours, where verbose Status looks for it, as on a node where both find /usr/sbin/criu.
+PATH=$(hack/install-criu.sh | tail -n1):$PATH
 # Upstream cri-dockerd's own binary, for the swap tests (TestSwap*): built once, then cached.
 UPSTREAM_CRI_DOCKERD_BIN=$(hack/install-upstream.sh | tail -n1)
 export UPSTREAM_CRI_DOCKERD_BIN

@@ -35,6 +35,8 @@ api() { curl -fsS --unix-socket "$DOCKER_SOCK" "http://d/$1"; }
 # containerd's env, and dockerd runs `runc features` from its own PATH.
 daemon_env() {
   local path=$ENGINE_BIN:$PATH
+  # runc runs criu from its PATH for checkpoints (hack/install-criu.sh; Debian 12's fails here).
+  [[ -x $CRIU_BIN/criu ]] && path=$CRIU_BIN:$path
   if ! sh -c 'echo -1 > /proc/self/oom_score_adj' 2>/dev/null; then
     path=$HACK_DIR/runc-oom-wrapper:$path
   fi
@@ -62,9 +64,10 @@ EOF
 write_daemon_json() {
   # CDI is on, with a private spec directory (the e2e CDI tests write their specs there). A matrix
   # engine gets only what it knows (dockerd refuses an unknown key): the containerd image store
-  # came in Docker 24, CDI's spec directories in 25.
+  # came in Docker 24, CDI's spec directories in 25. Experimental features are on: the engine's
+  # checkpoints (CheckpointContainer) need them.
   mkdir -p "$STACK_DIR"/{data,exec,cdi} "$LOGS"
-  jq -n --arg store "$STORE" --argjson engine "$ENGINE" --arg cdi "$STACK_DIR/cdi" '{features: {}}
+  jq -n --arg store "$STORE" --argjson engine "$ENGINE" --arg cdi "$STACK_DIR/cdi" '{features: {}, experimental: true}
     | if $engine >= 24 then .features["containerd-snapshotter"] = ($store == "containerd") else . end
     | if $engine >= 25 then .features.cdi = true | .["cdi-spec-dirs"] = [$cdi] else . end
     | if $store == "classic" then .["storage-driver"] = "overlay2" else . end' >"$STACK_DIR/daemon.json"

@@ -45,13 +45,17 @@ export ENGINE
 : "${KUBELET_VERSION:=v1.37.2}"           # k8s.io/kubernetes (the node e2e suite's kubelet)
 : "${DOCKER_CLI_VERSION:=v28.5.2+incompatible}" # github.com/docker/cli (only where the machine has no docker CLI)
 : "${UPSTREAM_VERSION:=v0.4.3}"          # github.com/Mirantis/cri-dockerd (upstream's latest release, commit d969e29f)
+: "${CHECKPOINTCTL_VERSION:=v1.6.0}" # github.com/checkpoint-restore/checkpointctl (v1.7.0 needs go-criu v8.5.0, which the proxy refuses)
+: "${CRIU_VERSION:=4.1.1}"               # criu, from Debian's source (bookworm-backports' release): hack/install-criu.sh
+: "${CRIU_SHA256:=f80a66cb3726bb2116266d4759ce3bcbfab7abdb6b6d430bf20dd41911717afe}" # its criu_4.1.1.orig.tar.xz
 : "${VULNDB_VERSION:=v0.0.0-20261105234957-e22db6528018}" # golang.org/x/vulndb (OSV data and cmd/indexdb)
 
 : "${DOCKPIN_CACHE:=/var/cache/dockpin}"
 : "${ENGINE_BIN:=$DOCKPIN_CACHE/engine/moby-${MOBY_VERSION}_containerd-${CONTAINERD_VERSION}_runc-${RUNC_VERSION}/bin}"
 : "${TOOLS_BIN:=$DOCKPIN_CACHE/tools/bin}"
 : "${KUBELET_BIN:=$DOCKPIN_CACHE/kubelet/$KUBELET_VERSION/kubelet}"
-export DOCKPIN_CACHE ENGINE_BIN TOOLS_BIN KUBELET_BIN
+: "${CRIU_BIN:=$DOCKPIN_CACHE/criu/$CRIU_VERSION/bin}"
+export DOCKPIN_CACHE ENGINE_BIN TOOLS_BIN KUBELET_BIN CRIU_BIN
 
 export GOFLAGS=-modcacherw GOTOOLCHAIN=local
 if ! command -v go >/dev/null 2>&1 && [[ -x /usr/local/go/bin/go ]]; then
