@@ -36,12 +36,6 @@ build() {
   mv "$CRIU_BIN/criu.tmp" "$CRIU_BIN/criu"
 }
 
-if [[ -z ${FORCE:-} ]] && cached; then
-  log "criu $CRIU_VERSION cached"
-else
-  log "building criu $CRIU_VERSION from Debian's source (about 2 minutes)"
-  (build)
-  cached || die "the built criu does not report version $CRIU_VERSION"
-fi
+build_unless_cached "criu $CRIU_VERSION" "from Debian's source, about 2 minutes"
 "$CRIU_BIN/criu" check >&2 || log "criu check: some kernel features are missing (see above)"
 echo "$CRIU_BIN"

@@ -29,11 +29,5 @@ build() {
   echo "$KUBELET_VERSION" >"$E2E_NODE_TEST_BIN.version"
 }
 
-if [[ -z ${FORCE:-} ]] && cached; then
-  log "e2e_node.test $KUBELET_VERSION cached"
-else
-  log "building e2e_node.test $KUBELET_VERSION (about 15 minutes cold on 2 cores)"
-  (build)
-  cached || die "no e2e_node.test built"
-fi
+build_unless_cached "e2e_node.test $KUBELET_VERSION" "about 15 minutes cold on 2 cores"
 echo "$E2E_NODE_TEST_BIN"

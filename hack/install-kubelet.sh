@@ -25,11 +25,5 @@ build() {
   mv "$KUBELET_BIN.tmp" "$KUBELET_BIN"
 }
 
-if [[ -z ${FORCE:-} ]] && cached; then
-  log "kubelet $KUBELET_VERSION cached"
-else
-  log "building kubelet $KUBELET_VERSION (about 9 minutes cold)"
-  (build)
-  cached || die "the built kubelet does not report $KUBELET_VERSION"
-fi
+build_unless_cached "kubelet $KUBELET_VERSION" "about 9 minutes cold"
 echo "$KUBELET_BIN"

@@ -32,11 +32,5 @@ build() {
   mv "$UPSTREAM_CRI_DOCKERD_BIN.tmp" "$UPSTREAM_CRI_DOCKERD_BIN"
 }
 
-if [[ -z ${FORCE:-} ]] && cached; then
-  log "upstream cri-dockerd $UPSTREAM_VERSION cached"
-else
-  log "building upstream cri-dockerd $UPSTREAM_VERSION from the Go module proxy (about 5 minutes cold)"
-  (build)
-  cached || die "the built upstream cri-dockerd does not report $UPSTREAM_VERSION in --version"
-fi
+build_unless_cached "upstream cri-dockerd $UPSTREAM_VERSION" "from the Go module proxy, about 5 minutes cold"
 echo "$UPSTREAM_CRI_DOCKERD_BIN"

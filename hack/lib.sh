@@ -159,6 +159,19 @@ stop_pidfile() {
   rm -f "$pidfile"
 }
 
+# build_unless_cached WHAT HOW — for the install-*.sh scripts, which define cached() (the built thing is
+# there and reports its pinned version) and build(): builds WHAT (HOW: where from, how long) in a subshell
+# unless it is cached and FORCE is unset, then fails unless cached() holds.
+build_unless_cached() {
+  if [[ -z ${FORCE:-} ]] && cached; then
+    log "$1 cached"
+    return
+  fi
+  log "building $1 ($2)"
+  (build)
+  cached || die "the built $1 does not pass the cache check (it does not run or report its pinned version)"
+}
+
 # ensure_apt PKG... — apt-get install the packages that are not installed yet.
 ensure_apt() {
   local missing=() p
