@@ -24,9 +24,11 @@ export UPSTREAM_CRI_DOCKERD_BIN
 
 hold_e2e_lock
 failed=()
+# go test runs without the lock's descriptor (this script holds the lock), so that a binary a killed
+# test leaves behind does not keep the lock from the next run.
 for store in $stores; do
   log "e2e: image store $store"
-  if ! E2E_STORE=$store CRI_DOCKERD_BIN=$CRI_DOCKERD_BIN go test -tags e2e -count=1 -timeout "${E2E_TIMEOUT:-30m}" -v ${E2E_RUN:+-run "$E2E_RUN"} ${E2E_BENCH:+-bench "$E2E_BENCH" -benchtime 1x} ./e2e/; then
+  if ! E2E_STORE=$store CRI_DOCKERD_BIN=$CRI_DOCKERD_BIN go test -tags e2e -count=1 -timeout "${E2E_TIMEOUT:-30m}" -v ${E2E_RUN:+-run "$E2E_RUN"} ${E2E_BENCH:+-bench "$E2E_BENCH" -benchtime 1x} ./e2e/ {DOCKPIN_E2E_LOCK_FD}>&-; then
     failed+=("$store")
   fi
 done
