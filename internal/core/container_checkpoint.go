@@ -228,22 +228,18 @@ func writeCheckpointTar(w io.Writer, work string, p checkpointParts) error {
 	if err != nil {
 		return err
 	}
-	files := []struct {
-		name string
-		data []byte
-	}{{checkpointConfigFile, p.config}, {checkpointSpecFile, p.spec}}
+	if err := writeTarFile(tw, checkpointConfigFile, p.config); err != nil {
+		return err
+	}
+	if err := writeTarFile(tw, checkpointSpecFile, p.spec); err != nil {
+		return err
+	}
 	if len(deleted) > 0 {
 		raw, err := json.Marshal(deleted)
 		if err != nil {
 			return err
 		}
-		files = append(files, struct {
-			name string
-			data []byte
-		}{checkpointDeletedFile, raw})
-	}
-	for _, f := range files {
-		if err := writeTarFile(tw, f.name, f.data); err != nil {
+		if err := writeTarFile(tw, checkpointDeletedFile, raw); err != nil {
 			return err
 		}
 	}
@@ -255,8 +251,15 @@ func writeCheckpointTar(w io.Writer, work string, p checkpointParts) error {
 
 // rootfsDiff writes, into a file in work, a tar of the paths changes says the
 // writable layer added or modified, read under root; it returns that file and the
-// deleted paths.
+// deleted paths. The paths are resolved inside root (os.Root): a directory the
+// container swapped for a symbolic link since the change list was read cannot lead
+// to the host's files.
 func rootfsDiff(work, root string, changes []docker.FileChange) (string, []string, error) {
+	r, err := os.OpenRoot(root)
+	if err != nil {
+		return "", nil, fmt.Errorf("the container's root filesystem: %w", err)
+	}
+	defer r.Close()
 	name := filepath.Join(work, checkpointRootfsDiff)
 	f, err := os.OpenFile(name, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
 	if err != nil {
@@ -274,7 +277,7 @@ func rootfsDiff(work, root string, changes []docker.FileChange) (string, []strin
 			deleted = append(deleted, rel)
 			continue
 		}
-		if err := addRootfsEntry(tw, root, rel); err != nil {
+		if err := addRootfsEntry(tw, r, rel); err != nil {
 			return "", nil, fmt.Errorf("the writable layer's %s: %w", ch.Path, err)
 		}
 	}
@@ -284,12 +287,11 @@ func rootfsDiff(work, root string, changes []docker.FileChange) (string, []strin
 	return name, deleted, f.Close()
 }
 
-// addRootfsEntry adds root/rel as rel: a directory or symbolic link as itself, a
+// addRootfsEntry adds rel of root as rel: a directory or symbolic link as itself, a
 // regular file with its content; a path gone since the change list was read is
 // left out.
-func addRootfsEntry(tw *tar.Writer, root, rel string) error {
-	full := filepath.Join(root, rel)
-	fi, err := os.Lstat(full)
+func addRootfsEntry(tw *tar.Writer, root *os.Root, rel string) error {
+	fi, err := root.Lstat(rel)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
@@ -298,7 +300,7 @@ func addRootfsEntry(tw *tar.Writer, root, rel string) error {
 	}
 	link := ""
 	if fi.Mode()&os.ModeSymlink != 0 {
-		if link, err = os.Readlink(full); err != nil {
+		if link, err = root.Readlink(rel); err != nil {
 			return err
 		}
 	}
@@ -313,7 +315,7 @@ func addRootfsEntry(tw *tar.Writer, root, rel string) error {
 	if !fi.Mode().IsRegular() {
 		return tw.WriteHeader(hdr)
 	}
-	src, err := os.Open(full)
+	src, err := root.Open(rel)
 	if err != nil {
 		return err
 	}

@@ -163,6 +163,22 @@ func TestCheckpointContainer(t *testing.T) {
 	assert.Check(t, is.Equal(st.GetStatus().GetState(), runtimeapi.ContainerState_CONTAINER_RUNNING), "the container goes on running")
 }
 
+// TestCheckpointContainerStaysInTheContainersRoot: a changed path whose directory
+// the container swapped for a link out of its root is not read from the host.
+func TestCheckpointContainerStaysInTheContainersRoot(t *testing.T) {
+	env, host, cid := checkpointEnv(t)
+	outside := t.TempDir()
+	assert.NilError(t, os.WriteFile(filepath.Join(outside, "secret"), []byte("the host's"), 0o600))
+	assert.NilError(t, os.Symlink(outside, filepath.Join(host.rootDir, "data")))
+	env.engine.SetChanges(cid, docker.FileChange{Path: "/data/secret", Kind: docker.ChangeAdded})
+	dir := t.TempDir()
+	err := checkpointTo(env, cid, filepath.Join(dir, "c.tar"))
+	assert.Check(t, is.ErrorContains(err, "/data/secret"))
+	left, err := os.ReadDir(dir)
+	assert.NilError(t, err)
+	assert.Check(t, is.Len(left, 0), "no archive: %v", left)
+}
+
 func TestCheckpointContainerRefusals(t *testing.T) {
 	env, host, cid := checkpointEnv(t)
 	dir := t.TempDir()
