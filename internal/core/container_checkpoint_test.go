@@ -174,9 +174,16 @@ func TestCheckpointContainerStaysInTheContainersRoot(t *testing.T) {
 	dir := t.TempDir()
 	err := checkpointTo(env, cid, filepath.Join(dir, "c.tar"))
 	assert.Check(t, is.ErrorContains(err, "/data/secret"))
+	assertNothingWritten(t, dir, "no archive")
+}
+
+// assertNothingWritten checks that a checkpoint left nothing in dir, neither an
+// archive nor its work directory.
+func assertNothingWritten(t *testing.T, dir, why string) {
+	t.Helper()
 	left, err := os.ReadDir(dir)
 	assert.NilError(t, err)
-	assert.Check(t, is.Len(left, 0), "no archive: %v", left)
+	assert.Check(t, is.Len(left, 0), "%s: %v", why, left)
 }
 
 func TestCheckpointContainerRefusals(t *testing.T) {
@@ -215,9 +222,7 @@ func TestCheckpointContainerRefusals(t *testing.T) {
 	assert.NilError(t, stopContainer(env, cid, 0))
 	assert.Check(t, cerrdefs.IsFailedPrecondition(checkpointTo(env, cid, loc)))
 
-	left, err := os.ReadDir(dir)
-	assert.NilError(t, err)
-	assert.Check(t, is.Len(left, 0), "nothing written: %v", left)
+	assertNothingWritten(t, dir, "nothing written")
 }
 
 func TestCheckpointContainerEngineFailure(t *testing.T) {
@@ -227,9 +232,7 @@ func TestCheckpointContainerEngineFailure(t *testing.T) {
 	err := checkpointTo(env, cid, filepath.Join(dir, "c.tar"))
 	assert.Check(t, cerrdefs.IsFailedPrecondition(err), "%v", err)
 	assert.Check(t, is.ErrorContains(err, "criu"))
-	left, err := os.ReadDir(dir)
-	assert.NilError(t, err)
-	assert.Check(t, is.Len(left, 0), "no archive and no work directory left: %v", left)
+	assertNothingWritten(t, dir, "no archive and no work directory left")
 }
 
 func TestCheckpointStatus(t *testing.T) {
