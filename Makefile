@@ -37,7 +37,7 @@ package-check: package ## inspect the packages, then every install path (install
 	hack/package-check.sh
 
 .PHONY: test
-test: unit e2e node-e2e critest critest-proxy engine-floor ## unit tests with -race, the end-to-end suite, kubelet's node suite and critest (direct, then through the pin proxy) on a real engine, then the smoke e2e and critest on the oldest engine we serve
+test: unit e2e node-e2e critest critest-proxy node-conformance-ci engine-floor ## unit tests with -race, the end-to-end suite, kubelet's node suite, critest (direct, then through the pin proxy) and the node conformance suite's bounded part on a real engine, then the smoke e2e and critest on the oldest engine we serve
 
 .PHONY: unit
 unit: ## unit tests with the race detector
@@ -62,6 +62,14 @@ node-e2e: build ## kubelet (standalone, static pods) on our binary and the real 
 .PHONY: critest
 critest: build ## offline critest v1.37.0 (whole suite minus e2e/critest-skip.txt) against our binary, each store in E2E_STORES
 	for s in $(E2E_STORES); do STORE=$$s CRITEST_STOP=1 CRI_DOCKERD_BIN=$(CURDIR)/$(BIN) hack/critest.sh all || exit 1; done
+
+.PHONY: node-conformance
+node-conformance: build ## Kubernetes' node conformance suite (test/e2e_node [NodeConformance] at kubelet v1.37.2, kubelet and the API server through our socket) on ours, then on upstream cri-dockerd v0.4.3, each store in E2E_STORES; table in /tmp/dockpin-nc-out/compare.md
+	E2E_STORES="$(E2E_STORES)" NC_PROCS=$(or $(NC_PROCS),4) CRI_DOCKERD_BIN=$(CURDIR)/$(BIN) hack/node-conformance.sh compare
+
+.PHONY: node-conformance-ci
+node-conformance-ci: build ## the node conformance suite's bounded part CI runs (logs, exec, probes, restarts, termination, hostnames, security contexts), classic store, our binary
+	STORE=classic NC_PART=ci NC_PROCS=2 CRI_DOCKERD_BIN=$(CURDIR)/$(BIN) hack/node-conformance.sh run
 
 .PHONY: critest-proxy
 critest-proxy: build ## critest through our binary as the pin proxy (classic store): in front of our binary with its pins off, then of unmodified upstream, compared spec by spec with upstream directly

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # hack/critest.sh — offline CRI conformance (critest) for our binary: a private engine pulls critest's public
 # image names from a local registry through regproxy (its HTTP(S) proxy, loopback only; see hack/critest/).
-# Usage: hack/critest.sh build | images | run ENDPOINT [critest flags] | all | bench | compare | stop
+# Usage: hack/critest.sh build | serve | images | run ENDPOINT [critest flags] | all | bench | compare | stop
 #   all: the conformance suite (minus e2e/critest-skip.txt); bench: `critest -benchmark` with
 #   hack/critest/benchmark-params.yaml, summarised as per-operation medians, its data in CRITEST_BENCH_OUT
 #   (default $CRITEST_OUT/bench-$STORE) with ginkgo's JSON reports; CRITEST_BENCH_SKIP skips benchmarks
@@ -59,11 +59,11 @@ build() {
     go build -trimpath -o "$REGPROXY" ./hack/critest/regproxy)
 }
 
-images() {
+# serve — the local registry and regproxy in front of it, started unless they run (the node conformance
+# suite's engine uses them too: hack/node-conformance.sh).
+serve() {
   ensure_apt jq curl
-  ensure_docker_cli
   [[ -x $CITOOL && -x $REGPROXY ]] || build
-  "$HACK_DIR/install-engine.sh" >/dev/null
   "$HACK_DIR/install-tools.sh" registry crictl >/dev/null
   "$HACK_DIR/registry.sh" start
   if ! pid_alive "$PROXY_PID"; then
@@ -71,6 +71,12 @@ images() {
     spawn "$PROXY_PID" "$REGISTRY_DIR/regproxy.log" "$REGPROXY" "$CRITEST_PROXY" "$CRITEST_REGISTRY"
   fi
   wait_for 10 curl -fsS -x "http://$CRITEST_PROXY" http://gcr.io/v2/ || die "regproxy does not answer on $CRITEST_PROXY"
+}
+
+images() {
+  ensure_docker_cli
+  serve
+  "$HACK_DIR/install-engine.sh" >/dev/null
   local extra="" h sock=$STACK_DIR/docker.sock
   for h in "${FAKE_REGISTRIES[@]}" "$CRITEST_REGISTRY"; do extra+=" --insecure-registry $h"; done
   # A dockerd left running with another proxy would pull from the internet: restart it.
@@ -82,19 +88,6 @@ images() {
   DOCKER_HOST=unix://$STACK_DIR/docker.sock CITOOL=$CITOOL "$HACK_DIR/critest/images.sh"
 }
 
-# skip_regex — the regexes of e2e/critest-skip.txt joined with |; every entry needs a "# reason".
-skip_regex() {
-  local line n=0 out=()
-  while IFS= read -r line || [[ -n $line ]]; do
-    n=$((n + 1))
-    [[ $line =~ ^[[:space:]]*(#.*)?$ ]] && continue
-    [[ $line =~ ^[[:space:]]*(.*[^[:space:]])[[:space:]]+#[[:space:]]*[^[:space:]] ]] ||
-      die "$SKIP_FILE:$n: want 'REGEX  # reason', got: $line"
-    out+=("${BASH_REMATCH[1]}")
-  done <"$SKIP_FILE"
-  local IFS='|'
-  echo "${out[*]}"
-}
 
 # shm_ids — ids of the host's 1 MiB System V shared memory segments, sorted.
 shm_ids() { awk 'NR > 1 && $4 == 1048576 { print $2 }' /proc/sysvipc/shm | sort; }
@@ -110,7 +103,7 @@ run() {
   args+=(-ginkgo.json-report="$out/report.json")
   LAST_RUN_OUT=$out
   [[ -z ${CRITEST_FOCUS-$DEFAULT_FOCUS} ]] || args+=(-ginkgo.focus="${CRITEST_FOCUS-$DEFAULT_FOCUS}")
-  skip=$(skip_regex)
+  skip=$(skip_regex "$SKIP_FILE")
   [[ -z $skip ]] || args+=(-ginkgo.skip="$skip")
   log "critest $CRITEST_VERSION against $ep (focus: ${CRITEST_FOCUS-$DEFAULT_FOCUS}; skip: ${skip:-none}); log: $out/critest.log"
   local shm_before
@@ -122,17 +115,6 @@ run() {
   awk '/^Summarizing [0-9]+ Failure/ || /^Ran [0-9]+ of [0-9]+ Specs/ {p = 1} p && !/^(--- |FAIL$|PASS$)/' "$out/critest.log"
   grep -qE '^Ran [0-9]+ of|SUCCESS!|FAIL!' "$out/critest.log" || { tail -n 30 "$out/critest.log" >&2; ((rc)) || rc=1; }
   return "$rc"
-}
-
-# leaks DIR — after the suite: no pod IP still leased, no veth left on the bridge, no sandbox
-# container left in the engine. Prints what it finds; fails on any leak.
-leaks() {
-  local dir=$1 ips veths pods
-  ips=$(find "$dir/ipam/dockpin" -maxdepth 1 -name '[0-9]*.[0-9]*' 2>/dev/null | wc -l)
-  veths=$(ip -o link show master "${CNI_BRIDGE:-dkpin0}" 2>/dev/null | wc -l)
-  pods=$(docker -H "unix://$STACK_DIR/docker.sock" ps -aq --filter label=io.kubernetes.docker.type=podsandbox | wc -l)
-  log "after critest: $ips pod IPs leased, $veths veths on the bridge, $pods sandbox containers left"
-  ((ips + veths + pods == 0))
 }
 
 # proc_usage PID — the CPU time (user + system, seconds) and peak RSS (KiB) of process PID so far, as JSON.
@@ -247,7 +229,7 @@ all() {
     timed run "unix://$dir/cri-dockerd.sock" "${nri[@]}" || rc=$?
   fi
   stop_cri
-  leaks "$dir" || rc=1
+  pod_leaks "$dir" "after critest" || rc=1
   [[ ${CRITEST_STOP:-} != 1 ]] || stop
   return "$rc"
 }
@@ -336,7 +318,7 @@ stop() {
 }
 
 case ${1:-} in
-  build | images) (($# == 1)) || usage; "$1" ;;
+  build | serve | images) (($# == 1)) || usage; "$1" ;;
   all | stop) (($# == 1)) || usage; hold_e2e_lock; "$1" ;;
   bench) (($# == 1)) || usage; hold_e2e_lock; CRITEST_BENCH=1 CRITEST_NRI=${CRITEST_NRI:-0} all ;;
   compare) (($# == 1)) || usage; hold_e2e_lock; compare ;;

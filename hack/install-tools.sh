@@ -1,17 +1,17 @@
 #!/usr/bin/env bash
 # hack/install-tools.sh — build (or reuse) crictl, registry, golangci-lint, govulncheck, indexdb
 # (golang.org/x/vulndb's builder of an offline vulnerability database) and checkpointctl (reads
-# checkpoint archives) into TOOLS_BIN; and, asked by
+# checkpoint archives) and ginkgo (the CLI that runs the node conformance suite) into TOOLS_BIN; and, asked by
 # name (ensure_docker_cli in lib.sh, on a machine without one), the docker CLI.
 # A tool is reused only if `go version -m` shows it was built from the pinned module version,
 # so bumping a *_VERSION in lib.sh rebuilds it. Prints TOOLS_BIN as its last line.
-# Usage: hack/install-tools.sh [crictl|registry|golangci-lint|govulncheck|indexdb|checkpointctl|docker|all]...
+# Usage: hack/install-tools.sh [crictl|registry|golangci-lint|govulncheck|indexdb|checkpointctl|ginkgo|docker|all]...
 #        (default all, which leaves out docker; FORCE=1 rebuilds)
 set -euo pipefail
 # shellcheck source=hack/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-usage() { echo "usage: $0 [crictl|registry|golangci-lint|govulncheck|indexdb|checkpointctl|docker|all]..." >&2; exit 2; }
+usage() { echo "usage: $0 [crictl|registry|golangci-lint|govulncheck|indexdb|checkpointctl|ginkgo|docker|all]..." >&2; exit 2; }
 
 # package_of TOOL — "module package-path version" to go install for TOOL.
 package_of() {
@@ -22,6 +22,7 @@ package_of() {
     govulncheck) echo "golang.org/x/vuln golang.org/x/vuln/cmd/govulncheck $GOVULNCHECK_VERSION" ;;
     indexdb) echo "golang.org/x/vulndb golang.org/x/vulndb/cmd/indexdb $VULNDB_VERSION" ;;
     checkpointctl) echo "github.com/checkpoint-restore/checkpointctl github.com/checkpoint-restore/checkpointctl $CHECKPOINTCTL_VERSION" ;;
+    ginkgo) echo "github.com/onsi/ginkgo/v2 github.com/onsi/ginkgo/v2/ginkgo $GINKGO_VERSION" ;;
     *) usage ;;
   esac
 }
@@ -77,7 +78,7 @@ main() {
   for t in "$@"; do
     case $t in
       all) tools+=(crictl registry golangci-lint govulncheck indexdb) ;;
-      crictl | registry | golangci-lint | govulncheck | indexdb | checkpointctl | docker) tools+=("$t") ;;
+      crictl | registry | golangci-lint | govulncheck | indexdb | checkpointctl | ginkgo | docker) tools+=("$t") ;;
       *) usage ;;
     esac
   done

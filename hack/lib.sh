@@ -45,6 +45,7 @@ export ENGINE
 : "${KUBELET_VERSION:=v1.37.2}"           # k8s.io/kubernetes (the node e2e suite's kubelet)
 : "${DOCKER_CLI_VERSION:=v28.5.2+incompatible}" # github.com/docker/cli (only where the machine has no docker CLI)
 : "${UPSTREAM_VERSION:=v0.4.3}"          # github.com/Mirantis/cri-dockerd (upstream's latest release, commit d969e29f)
+: "${GINKGO_VERSION:=v2.32.0}" # github.com/onsi/ginkgo/v2: its CLI runs the node conformance suite (k8s.io/kubernetes v1.37.2's)
 : "${CHECKPOINTCTL_VERSION:=v1.6.0}" # github.com/checkpoint-restore/checkpointctl (v1.7.0 needs go-criu v8.5.0, which the proxy refuses)
 : "${CRIU_VERSION:=4.1.1}"               # criu, from Debian's source (bookworm-backports' release): hack/install-criu.sh
 : "${CRIU_SHA256:=f80a66cb3726bb2116266d4759ce3bcbfab7abdb6b6d430bf20dd41911717afe}" # its criu_4.1.1.orig.tar.xz
@@ -157,6 +158,33 @@ stop_pidfile() {
     fi
   fi
   rm -f "$pidfile"
+}
+
+# skip_regex FILE — the regexes of a skip file ("REGEX  # reason" lines; blank and comment lines allowed)
+# joined with |, for ginkgo's skip; dies on an entry without a reason.
+skip_regex() {
+  local file=${1:?usage: skip_regex FILE} line n=0 regexes=()
+  while IFS= read -r line || [[ -n $line ]]; do
+    n=$((n + 1))
+    [[ $line =~ ^[[:space:]]*(#.*)?$ ]] && continue
+    [[ $line =~ ^[[:space:]]*(.*[^[:space:]])[[:space:]]+#[[:space:]]*[^[:space:]] ]] ||
+      die "$file:$n: want 'REGEX  # reason', got: $line"
+    regexes+=("${BASH_REMATCH[1]}")
+  done <"$file"
+  local IFS='|'
+  echo "${regexes[*]}"
+}
+
+# pod_leaks DIR WHEN — after a suite on STACK_DIR's engine whose pods used the bridge network with its
+# host-local state in DIR/ipam: no pod IP still leased, no veth left on the bridge, no sandbox container
+# left in the engine. Prints what it finds (WHEN: "after critest"); fails on any leak.
+pod_leaks() {
+  local dir=$1 ips veths pods
+  ips=$(find "$dir/ipam/dockpin" -maxdepth 1 -name '[0-9]*.[0-9]*' 2>/dev/null | wc -l)
+  veths=$(ip -o link show master "${CNI_BRIDGE:-dkpin0}" 2>/dev/null | wc -l)
+  pods=$(docker -H "unix://${STACK_DIR:?}/docker.sock" ps -aq --filter label=io.kubernetes.docker.type=podsandbox | wc -l)
+  log "$2: $ips pod IPs leased, $veths veths on the bridge, $pods sandbox containers left"
+  ((ips + veths + pods == 0))
 }
 
 # build_unless_cached WHAT HOW — for the install-*.sh scripts, which define cached() (the built thing is

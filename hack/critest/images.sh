@@ -1,21 +1,25 @@
 #!/usr/bin/env bash
-# hack/critest/images.sh — build offline substitutes for the public images critest v1.37.0 pulls
-# (Debian's dynamic busybox + citool) and push them under their ORIGINAL names; skipped when the
-# registry already holds this recipe. Called by `hack/critest.sh images`, which sets the env:
-# DOCKER_HOST (an engine that reaches the registry through regproxy), REGISTRY_ADDR, REGISTRY_DIR, CITOOL.
+# hack/critest/images.sh — build offline substitutes for the public images a test suite pulls (Debian's
+# dynamic busybox + citool, + agnhost and nnp built from the kubernetes module for the node conformance
+# suite) and push them under their ORIGINAL names; skipped when the registry already holds this recipe.
+# Called by `hack/critest.sh images` (RECIPE=critest, critest v1.37.0's images) and by
+# hack/node-conformance.sh (RECIPE=node-conformance, the images of test/utils/image/manifest.go that
+# NodeConformance specs run; AGNHOST and NNP name the binaries), which set the env: DOCKER_HOST (an engine
+# that reaches the registry through regproxy), REGISTRY_ADDR, REGISTRY_DIR, CITOOL.
 set -euo pipefail
 # shellcheck source=hack/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 : "${DOCKER_HOST:?}" "${REGISTRY_ADDR:?}" "${REGISTRY_DIR:?}" "${CITOOL:?}"
+RECIPE=${RECIPE:-critest}
 
 E=registry.k8s.io/e2e-test-images
 G=gcr.io/k8s-staging-cri-tools
 P=public.ecr.aws/docker/library
 ARCH=$(go env GOARCH)
 
-# recipe — every image: img NAME[,MORE-TAGS] HOOK [Dockerfile instruction...]. In list mode
+# recipe_* — every image: img NAME[,MORE-TAGS] HOOK [Dockerfile instruction...]. In list mode
 # (MODE=list) img only prints the names.
-recipe() {
+recipe_critest() {
   img "$E/busybox:1.29-2" tools 'CMD ["sh"]' # critest's default image for containers
   # critest's PID-namespace specs grep /proc/1/cmdline for "master process", as real nginx shows.
   img "$E/nginx:1.14-2" nginx 'ENV PORT=80' 'ENTRYPOINT ["/usr/sbin/nginx", "master process"]'
@@ -39,6 +43,32 @@ recipe() {
   img "$P/busybox:1,$P/busybox:1.35.0-glibc,$P/busybox:1-uclibc,$P/busybox:1-glibc,$P/busybox:1-musl" - 'CMD ["sh"]'
 }
 
+# The node conformance suite's images (k8s.io/kubernetes test/utils/image/manifest.go at KUBELET_VERSION):
+# agnhost as its Dockerfile lays it out (/agnhost, agnhost-2, /uploads, user-defined-in-image and
+# group-defined-in-image, curl, the HTTPS key pair), kitten and nautilus (agnhost with their pictures),
+# busybox, glibc-dns-testing, nonroot (USER 1234), nonewprivs (nnp, set-uid), nginx, and the pause image
+# kubelet 1.37 names.
+recipe_node_conformance() {
+  img "$E/agnhost:2.66.1,$E/agnhost:2.55" agnhost 'ENTRYPOINT ["/agnhost"]' 'CMD ["pause"]'
+  img "$E/kitten:1.8" kitten 'ENTRYPOINT ["/agnhost"]' 'CMD ["test-webserver"]'
+  img "$E/nautilus:1.8" nautilus 'ENTRYPOINT ["/agnhost"]' 'CMD ["test-webserver"]'
+  img "$E/busybox:1.37.0-2" tools 'CMD ["sh"]'
+  # Debian with glibc's resolver (`hostname -f`), as the real one (bookworm-slim) is.
+  img "$E/glibc-dns-testing:2.1.1" glibc 'CMD ["sh"]'
+  img "$E/nonroot:1.5" - 'USER 1234' 'CMD ["sh"]'
+  img "$E/nonewprivs:1.4" nnp 'CMD ["nnp"]'
+  img "$E/nginx:1.27.0-2,$E/nginx:1.28.0-2" nginx 'ENV PORT=80' 'ENTRYPOINT ["/usr/sbin/nginx", "master process"]'
+  img registry.k8s.io/pause:3.10.2 pause 'ENTRYPOINT ["/pause"]'
+}
+
+recipe() {
+  case $RECIPE in
+    critest) recipe_critest ;;
+    node-conformance) recipe_node_conformance ;;
+    *) die "unknown RECIPE $RECIPE (critest or node-conformance)" ;;
+  esac
+}
+
 # Hooks: add to the rootfs $1. Debian's busybox has neither ipcs (HostIpc specs run `ipcs -m`)
 # nor pgrep (the exec timeout spec), so the image critest runs commands in gets citool's.
 hook_tools() { rm -f "$1/bin/"{ipcs,pgrep} && cp "$CITOOL" "$1/bin/ipcs" && ln "$1/bin/ipcs" "$1/bin/pgrep"; }
@@ -46,6 +76,20 @@ hook_pause() { cp "$CITOOL" "$1/pause"; }
 hook_nginx() { cp "$CITOOL" "$1/usr/sbin/nginx"; }
 hook_httpd() { mkdir -p "$1/usr/local/apache2/bin" && cp "$CITOOL" "$1/usr/local/apache2/bin/httpd"; }
 hook_nonewprivs() { install -m 4755 "$CITOOL" "$1/usr/local/bin/nonewprivs"; }
+hook_agnhost() {
+  cp "${AGNHOST:?}" "$1/agnhost" && ln -s agnhost "$1/agnhost-2" && mkdir -p "$1/uploads"
+  # The HTTPS server's pair (agnhost's porter/localhost.*, beside the binary), and curl, which the hook
+  # specs run in it (the real image has Alpine's): Debian's, with its libraries.
+  cp "$(dirname "$AGNHOST")"/localhost.{crt,key} "$1/"
+  cp /usr/bin/curl "$1/usr/bin/curl" && with_libs "$1" /usr/bin/curl
+  echo 'user-defined-in-image:x:1000:1000::/home/user-defined-in-image:/bin/sh' >>"$1/etc/passwd"
+  printf 'user-defined-in-image:x:1000:\ngroup-defined-in-image:x:50000:user-defined-in-image\n' >>"$1/etc/group"
+  install -d -o 1000 -g 1000 "$1/home/user-defined-in-image"
+}
+hook_kitten() { hook_agnhost "$1" && cp "$(dirname "$AGNHOST")"/kitten/* "$1/"; }
+hook_nautilus() { hook_agnhost "$1" && cp "$(dirname "$AGNHOST")"/nautilus/* "$1/"; }
+hook_glibc() { printf 'hosts: files dns\n' >"$1/etc/nsswitch.conf"; }
+hook_nnp() { install -m 4755 "${NNP:?}" "$1/usr/local/bin/nnp"; }
 hook_group() {
   echo 'default-user:x:1000:1000::/home/default-user:/bin/sh' >>"$1/etc/passwd"
   printf 'default-user:x:1000:\ngroup-defined-in-image:x:50000:default-user\n' >>"$1/etc/group"
@@ -66,17 +110,23 @@ busybox_deb() {
   echo "${debs[-1]}"
 }
 
+# with_libs ROOT BIN — copy into ROOT the shared libraries (and loader) BIN links, at their host paths.
+with_libs() {
+  local lib
+  for lib in $(ldd "$2" | grep -oE '/[^ ]+'); do
+    mkdir -p "$1${lib%/*}" && cp -L "$lib" "$1$lib"
+  done
+}
+
 # make_base DEB DIR — a minimal rootfs: busybox and its libraries, one hard link per applet (a
 # masked /bin/ls must not mask /bin/sh), passwd/group with the users critest's images have.
 make_base() {
-  local root=$2 a lib
+  local root=$2 a
   mkdir -p "$root"/{bin,sbin,usr/bin,usr/sbin,usr/local/bin,etc,root,tmp,var/run,proc,sys,dev,home}
   chmod 1777 "$root/tmp"
   dpkg-deb --fsys-tarfile "$1" | tar -xO ./bin/busybox >"$root/bin/busybox"
   chmod 755 "$root/bin/busybox"
-  for lib in $(ldd "$root/bin/busybox" | grep -oE '/[^ ]+'); do
-    mkdir -p "$root${lib%/*}" && cp -L "$lib" "$root$lib"
-  done
+  with_libs "$root" "$root/bin/busybox"
   for a in $("$root/bin/busybox" --list); do
     [[ -e $root/bin/$a ]] || ln "$root/bin/busybox" "$root/bin/$a"
   done
@@ -110,18 +160,19 @@ in_registry() {
 }
 
 main() {
-  local deb key stamp=$REGISTRY_DIR/critest-images.stamp names name absent=0
+  local deb key stamp=$REGISTRY_DIR/$RECIPE-images.stamp names name absent=0 bins=("$CITOOL")
+  [[ $RECIPE != node-conformance ]] || bins+=("${AGNHOST:?}" "${NNP:?}" /usr/bin/curl)
   deb=$(busybox_deb)
-  key=$(cat "${BASH_SOURCE[0]}" "$CITOOL" "$deb" | sha256sum | cut -c1-16)
+  key=$(cat "${BASH_SOURCE[0]}" "${bins[@]}" "$deb" | sha256sum | cut -c1-16)
   mapfile -t names < <(MODE=list recipe)
   for name in "${names[@]}"; do in_registry "$name" || { absent=1; break; }; done
   if [[ $absent == 0 && -f $stamp && $(<"$stamp") == "$key" ]]; then
-    log "critest images (recipe $key) already in the registry at $REGISTRY_ADDR"
+    log "$RECIPE images (recipe $key) already in the registry at $REGISTRY_ADDR"
     return
   fi
   WORK=$(mktemp -d /tmp/dockpin-critest-images.XXXXXX)
   trap 'rm -rf "$WORK"' EXIT
-  log "building ${#names[@]} substitute images (recipe $key, $(basename "$deb"))"
+  log "building ${#names[@]} substitute $RECIPE images (recipe $key, $(basename "$deb"))"
   make_base "$deb" "$WORK/base"
   recipe
   log "built; pushing"
@@ -129,7 +180,8 @@ main() {
   docker rmi "${names[@]}" >/dev/null
   for name in "${names[@]}"; do in_registry "$name" || die "$name did not reach the registry"; done
   echo "$key" >"$stamp"
-  log "pushed ${#names[@]} images to $REGISTRY_ADDR (the digest-pinned test image cannot be made offline)"
+  log "pushed ${#names[@]} images to $REGISTRY_ADDR"
+  [[ $RECIPE != critest ]] || log "(critest's digest-pinned test image cannot be made offline)"
 }
 
 main "$@"
