@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # hack/critest.sh — offline CRI conformance (critest) for our binary: a private engine pulls critest's public
 # image names from a local registry through regproxy (its HTTP(S) proxy, loopback only; see hack/critest/).
-# Usage: hack/critest.sh build | serve | images | run ENDPOINT [critest flags] | all | bench | compare | stop
+# Usage: hack/critest.sh build | serve | unserve | images | run ENDPOINT [critest flags] | all | bench | compare | stop
 #   all: the conformance suite (minus e2e/critest-skip.txt); bench: `critest -benchmark` with
 #   hack/critest/benchmark-params.yaml, summarised as per-operation medians, its data in CRITEST_BENCH_OUT
 #   (default $CRITEST_OUT/bench-$STORE) with ginkgo's JSON reports; CRITEST_BENCH_SKIP skips benchmarks
@@ -71,6 +71,12 @@ serve() {
     spawn "$PROXY_PID" "$REGISTRY_DIR/regproxy.log" "$REGPROXY" "$CRITEST_PROXY" "$CRITEST_REGISTRY"
   fi
   wait_for 10 curl -fsS -x "http://$CRITEST_PROXY" http://gcr.io/v2/ || die "regproxy does not answer on $CRITEST_PROXY"
+}
+
+# unserve — stop regproxy and the registry.
+unserve() {
+  stop_pidfile "$PROXY_PID" regproxy 10
+  "$HACK_DIR/registry.sh" stop
 }
 
 images() {
@@ -310,15 +316,14 @@ stop() {
     stop_pidfile "$CRITEST_OUT/cri-$s/backend.pid" "cri-dockerd backend"
     [[ ! -d /tmp/dockpin-critest-$s ]] || STORE=$s STACK_DIR=/tmp/dockpin-critest-$s "$HACK_DIR/engine.sh" stop
   done
-  stop_pidfile "$PROXY_PID" regproxy 10
-  "$HACK_DIR/registry.sh" stop
+  unserve
   # Last, every pod gone with its engine: the pods' host-local state and the CNI bridge with its route
   # (unless another of our stacks still uses it); fails when they are left behind.
   "$HACK_DIR/cni.sh" teardown "$CRITEST_OUT/cri-classic/ipam" "$CRITEST_OUT/cri-containerd/ipam"
 }
 
 case ${1:-} in
-  build | serve | images) (($# == 1)) || usage; "$1" ;;
+  build | serve | unserve | images) (($# == 1)) || usage; "$1" ;;
   all | stop) (($# == 1)) || usage; hold_e2e_lock; "$1" ;;
   bench) (($# == 1)) || usage; hold_e2e_lock; CRITEST_BENCH=1 CRITEST_NRI=${CRITEST_NRI:-0} all ;;
   compare) (($# == 1)) || usage; hold_e2e_lock; compare ;;

@@ -20,7 +20,8 @@
 # Parts: all = every [NodeConformance] spec but [Serial] ones, then the [Serial] ones in a pass of their own;
 #        ci  = the bounded part CI runs: the specs that touch what the CRI binary owns (NC_CI_FOCUS).
 # Env: NC_FOCUS (a regex: the specs of the part's passes to run; for ci, instead of its own focus),
-#      NC_SKIP_FILE (default e2e/node-conformance-skip.txt, "REGEX  # reason" lines), NC_OUT (default /tmp/dockpin-nc-out), NC_CRI_ARGS (more flags for the binary),
+#      NC_SKIP_FILE (default e2e/node-conformance-skip.txt, "REGEX  # reason" lines), NC_SKIP (a regex of
+#      more specs to leave out of this run), NC_OUT (default /tmp/dockpin-nc-out), NC_CRI_ARGS (more flags for the binary),
 #      NC_PROCS (ginkgo processes, default 1).
 # The report of a run: NC_OUT/STORE-DATE/ (report.json, junit.xml, the suite's, kubelet's and the binary's logs).
 set -euo pipefail
@@ -64,7 +65,7 @@ passes() {
 # processes (the first starts the services and kubelet; all drive specs), as Kubernetes' CI runs it.
 suite_args() {
   local out=$1 skip
-  skip=$(skip_regex "$SKIP_FILE")
+  skip=$(skip_regex "$SKIP_FILE")${NC_SKIP:+|$NC_SKIP}
   SUITE=("$TOOLS_BIN/ginkgo" run --procs "${NC_PROCS:-1}" --label-filter "$2" --no-color --timeout 3h
     --output-dir "$out" --junit-report junit.xml --json-report report.json)
   [[ -z $3 ]] || SUITE+=(--focus "$3")
@@ -155,6 +156,9 @@ contain() {
 start_cri() {
   local bin=$1 extra=() h
   for h in "${REGISTRIES[@]}" "$CRITEST_REGISTRY"; do extra+=(--insecure-registry "$h"); done
+  # The runtime handler the suite's RuntimeClass specs name (e2e_node's PreconfiguredRuntimeClassHandler;
+  # containerd's and CRI-O's CI configure it the same way): runc under a second name.
+  extra+=(--add-runtime test-handler=runc)
   DOCKERD_PROXY=http://$CRITEST_PROXY DOCKERD_EXTRA_ARGS="${extra[*]}" "$HACK_DIR/engine.sh" start >/dev/null
   DOCKER_HOST=unix://$STACK_DIR/docker.sock RECIPE=node-conformance CITOOL=$TOOLS_BIN/citool \
     AGNHOST=$E2E_NODE_DIR/agnhost NNP=$E2E_NODE_DIR/nnp REGISTRY_ADDR=$CRITEST_REGISTRY \
@@ -240,6 +244,7 @@ run() {
   rm -f "$NC_OUT/$NC_NAME-$STORE.runs"
   local rc=0
   unshare -m --propagation private "${BASH_SOURCE[0]}" inner "$bin" || rc=$?
+  "$HACK_DIR/critest.sh" unserve
   CNI_DATA_DIR=$DIR/ipam "$HACK_DIR/cni.sh" teardown "$DIR/ipam" || rc=1
   return "$rc"
 }
@@ -300,6 +305,7 @@ stop() {
     [[ ! -d $NC_OUT/$s/stack ]] || STORE=$s STACK_DIR=$NC_OUT/$s/stack "$HACK_DIR/engine.sh" stop
   done
   kubepods_cgroups
+  "$HACK_DIR/critest.sh" unserve
   "$HACK_DIR/cni.sh" teardown "$NC_OUT/classic/ipam" "$NC_OUT/containerd/ipam"
 }
 

@@ -69,9 +69,12 @@ recipe() {
   esac
 }
 
-# Hooks: add to the rootfs $1. Debian's busybox has neither ipcs (HostIpc specs run `ipcs -m`)
-# nor pgrep (the exec timeout spec), so the image critest runs commands in gets citool's.
-hook_tools() { rm -f "$1/bin/"{ipcs,pgrep} && cp "$CITOOL" "$1/bin/ipcs" && ln "$1/bin/ipcs" "$1/bin/pgrep"; }
+# Hooks: add to the rootfs $1. Debian's busybox has no ipcs (critest's HostIpc specs run `ipcs -m`),
+# pgrep (its exec timeout spec) or nmeter (the node conformance suite's lifecycle specs time starts
+# with it), so the busybox images get citool's.
+hook_tools() {
+  rm -f "$1/bin/"{ipcs,pgrep,nmeter} && cp "$CITOOL" "$1/bin/ipcs" && ln "$1/bin/ipcs" "$1/bin/pgrep" && ln "$1/bin/ipcs" "$1/bin/nmeter"
+}
 hook_pause() { cp "$CITOOL" "$1/pause"; }
 hook_nginx() { cp "$CITOOL" "$1/usr/sbin/nginx"; }
 hook_httpd() { mkdir -p "$1/usr/local/apache2/bin" && cp "$CITOOL" "$1/usr/local/apache2/bin/httpd"; }

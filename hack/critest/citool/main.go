@@ -13,6 +13,10 @@
 //	counter      print "line N" (N = 1, 2, ...) every $INTERVAL (default 50ms) until SIGTERM
 //	             (the e2e chaos test checks no log line is lost or written twice)
 //	fill         "fill PATH BYTES": write a file of BYTES zero bytes (filling a writable layer)
+//	nmeter       "nmeter [-d MS] FORMAT": busybox's nmeter for its %[N]t field only (the time,
+//	             HH:MM:SS with N digits of the second's fraction), a line every MS (default
+//	             1000) until stdout closes; the node conformance suite times its containers'
+//	             starts with `nmeter -d0 '%3t' | head -n1` (Debian's busybox has no nmeter)
 //
 // Only the standard library is used; it is built with CGO_ENABLED=0 and runs in
 // an image that holds nothing else but busybox.
@@ -62,8 +66,10 @@ func main() {
 		}
 	case "fill":
 		err = fill(args)
+	case "nmeter":
+		err = nmeter(args)
 	default:
-		err = fmt.Errorf("unknown personality %q (want pause, nginx, httpd, nonewprivs, ipcs, pgrep, counter or fill)", name)
+		err = fmt.Errorf("unknown personality %q (want pause, nginx, httpd, nonewprivs, ipcs, pgrep, counter, fill or nmeter)", name)
 	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
@@ -72,6 +78,70 @@ func main() {
 }
 
 // fill writes args[1] zero bytes into file args[0], each block written (not sparse).
+// nmeterLine expands FORMAT's %[N]t fields (the time of t, with N digits of fraction) and %%.
+func nmeterLine(format string, t time.Time) (string, error) {
+	var b strings.Builder
+	for i := 0; i < len(format); i++ {
+		if format[i] != '%' {
+			b.WriteByte(format[i])
+			continue
+		}
+		j := i + 1
+		for j < len(format) && format[j] >= '0' && format[j] <= '9' {
+			j++
+		}
+		if j == len(format) {
+			return "", fmt.Errorf("format %q ends inside a field", format)
+		}
+		switch format[j] {
+		case '%':
+			b.WriteByte('%')
+		case 't':
+			digits := 0
+			if j > i+1 {
+				digits, _ = strconv.Atoi(format[i+1 : j])
+			}
+			b.WriteString(t.Format("15:04:05"))
+			if digits > 0 {
+				b.WriteString("." + fmt.Sprintf("%09d", t.Nanosecond())[:min(digits, 9)])
+			}
+		default:
+			return "", fmt.Errorf("field %%%c is not supported (only %%[N]t)", format[j])
+		}
+		i = j
+	}
+	return b.String(), nil
+}
+
+func nmeter(args []string) error {
+	delay := time.Second
+	if len(args) > 0 && strings.HasPrefix(args[0], "-d") {
+		v := strings.TrimPrefix(args[0], "-d")
+		args = args[1:]
+		if v == "" && len(args) > 0 {
+			v, args = args[0], args[1:]
+		}
+		ms, err := strconv.Atoi(v)
+		if err != nil || ms < 0 {
+			return fmt.Errorf("bad delay %q", v)
+		}
+		delay = time.Duration(ms) * time.Millisecond
+	}
+	if len(args) != 1 {
+		return fmt.Errorf("usage: nmeter [-d MS] FORMAT")
+	}
+	for {
+		line, err := nmeterLine(args[0], time.Now())
+		if err != nil {
+			return err
+		}
+		if _, err := fmt.Println(line); err != nil {
+			return nil // the reader went away (head -n1): done
+		}
+		time.Sleep(delay)
+	}
+}
+
 func fill(args []string) error {
 	if len(args) != 2 {
 		return fmt.Errorf("usage: fill PATH BYTES")
