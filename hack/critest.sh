@@ -41,6 +41,11 @@ FAKE_REGISTRIES=(gcr.io registry.k8s.io k8s.gcr.io public.ecr.aws)
 usage() { sed -n '4,5p' "${BASH_SOURCE[0]}" | cut -c3- >&2; exit 2; }
 
 build() {
+  build_critest
+  build_tools
+}
+
+build_critest() {
   if [[ -x $CRITEST ]]; then
     log "critest $CRITEST_VERSION cached: $CRITEST"
   else
@@ -54,7 +59,10 @@ build() {
       -ldflags "-s -w -X sigs.k8s.io/cri-tools/pkg/version.Version=$CRITEST_VERSION" -o "$CRITEST.tmp" ./cmd/critest) && mv "$CRITEST.tmp" "$CRITEST"
     rm -rf "$tmp"
   fi
-  # Tiny: go's build cache makes these no-ops when the sources are unchanged.
+}
+
+# build_tools — citool and regproxy (tiny: go's build cache makes this a no-op when their sources are unchanged).
+build_tools() {
   (cd "$ROOT" && CGO_ENABLED=0 go build -trimpath -ldflags '-s -w' -o "$CITOOL" ./hack/critest/citool &&
     go build -trimpath -o "$REGPROXY" ./hack/critest/regproxy)
 }
@@ -63,7 +71,7 @@ build() {
 # suite's engine uses them too: hack/node-conformance.sh).
 serve() {
   ensure_apt jq curl
-  [[ -x $CITOOL && -x $REGPROXY ]] || build
+  build_tools
   "$HACK_DIR/install-tools.sh" registry crictl >/dev/null
   "$HACK_DIR/registry.sh" start
   if ! pid_alive "$PROXY_PID"; then

@@ -21,7 +21,8 @@
 #        ci  = the bounded part CI runs: the specs that touch what the CRI binary owns (NC_CI_FOCUS).
 # Env: NC_FOCUS (a regex: the specs of the part's passes to run; for ci, instead of its own focus),
 #      NC_SKIP_FILE (default e2e/node-conformance-skip.txt, "REGEX  # reason" lines), NC_SKIP (a regex of
-#      more specs to leave out of this run), NC_OUT (default /tmp/dockpin-nc-out), NC_CRI_ARGS (more flags for the binary),
+#      more specs to leave out of this run), NC_SUITE_ARGS (more flags for e2e_node.test, such as
+#      --feature-gates=...), NC_OUT (default /tmp/dockpin-nc-out), NC_CRI_ARGS (more flags for the binary),
 #      NC_PROCS (ginkgo processes, default 1).
 # The report of a run: NC_OUT/STORE-DATE/ (report.json, junit.xml, the suite's, kubelet's and the binary's logs).
 set -euo pipefail
@@ -77,6 +78,8 @@ suite_args() {
     # Kubelet runs as a child (no systemd): the suite then asks for Docker's old cgroups, which this node
     # does not have; kubelet, the engine and the system stay in the cgroups they run in.
     --kubelet-flags "--runtime-cgroups= --kubelet-cgroups= --system-cgroups=")
+  # shellcheck disable=SC2206 # NC_SUITE_ARGS: more flags for e2e_node.test, split on spaces
+  SUITE+=(${NC_SUITE_ARGS:-})
 }
 
 install() {

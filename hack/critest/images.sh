@@ -45,7 +45,7 @@ recipe_critest() {
 
 # The node conformance suite's images (k8s.io/kubernetes test/utils/image/manifest.go at KUBELET_VERSION):
 # agnhost as its Dockerfile lays it out (/agnhost, agnhost-2, /uploads, user-defined-in-image and
-# group-defined-in-image, curl, the HTTPS key pair), kitten and nautilus (agnhost with their pictures),
+# group-defined-in-image, bash, curl, OpenBSD's nc, the HTTPS key pair), kitten and nautilus (agnhost with their pictures),
 # busybox, glibc-dns-testing, nonroot (USER 1234), nonewprivs (nnp, set-uid), nginx, and the pause image
 # kubelet 1.37 names.
 recipe_node_conformance() {
@@ -80,11 +80,15 @@ hook_nginx() { cp "$CITOOL" "$1/usr/sbin/nginx"; }
 hook_httpd() { mkdir -p "$1/usr/local/apache2/bin" && cp "$CITOOL" "$1/usr/local/apache2/bin/httpd"; }
 hook_nonewprivs() { install -m 4755 "$CITOOL" "$1/usr/local/bin/nonewprivs"; }
 hook_agnhost() {
+  hook_tools "$1" # the real image's busybox has nmeter, which the suite runs in it too
   cp "${AGNHOST:?}" "$1/agnhost" && ln -s agnhost "$1/agnhost-2" && mkdir -p "$1/uploads"
-  # The HTTPS server's pair (agnhost's porter/localhost.*, beside the binary), and curl, which the hook
-  # specs run in it (the real image has Alpine's): Debian's, with its libraries.
+  # The HTTPS server's pair (agnhost's porter/localhost.*, beside the binary); bash, curl and OpenBSD's nc,
+  # which the suite's specs run in it (the real image has Alpine's): Debian's, with their libraries.
   cp "$(dirname "$AGNHOST")"/localhost.{crt,key} "$1/"
   cp /usr/bin/curl "$1/usr/bin/curl" && with_libs "$1" /usr/bin/curl
+  cp /bin/bash "$1/bin/bash" && with_libs "$1" /bin/bash
+  rm "$1/bin/nc" && dpkg-deb --fsys-tarfile "$(debian_deb netcat-openbsd)" | tar -xO ./bin/nc.openbsd >"$1/bin/nc"
+  chmod 755 "$1/bin/nc" && with_libs "$1" "$1/bin/nc"
   echo 'user-defined-in-image:x:1000:1000::/home/user-defined-in-image:/bin/sh' >>"$1/etc/passwd"
   printf 'user-defined-in-image:x:1000:\ngroup-defined-in-image:x:50000:user-defined-in-image\n' >>"$1/etc/group"
   install -d -o 1000 -g 1000 "$1/home/user-defined-in-image"
@@ -99,16 +103,18 @@ hook_group() {
   install -d -o 1000 -g 1000 "$1/home/default-user"
 }
 
-# busybox_deb — Debian's *dynamic* busybox package, downloaded once into the cache. (busybox-static
-# runs applets in-process from sh, which defeats critest's masked-path spec.)
-busybox_deb() {
-  local dir=$DOCKPIN_CACHE/critest debs
+# debian_deb PKG — Debian's package PKG (this machine's release), downloaded once into the cache. The
+# images use the *dynamic* busybox (busybox-static runs applets in-process from sh, which defeats critest's
+# masked-path spec) and netcat-openbsd (agnhost's nc: the node conformance suite sends UDP with `nc -u`,
+# which busybox's has not).
+debian_deb() {
+  local pkg=$1 dir=$DOCKPIN_CACHE/critest debs
   mkdir -p "$dir"
-  debs=("$dir"/busybox_*.deb)
+  debs=("$dir/${pkg}"_*.deb)
   if [[ ! -f ${debs[-1]} ]]; then
-    log "downloading Debian's busybox package"
-    (cd "$dir" && { apt-get download -qq busybox || { apt-get update -qq && apt-get download -qq busybox; }; }) >&2
-    debs=("$dir"/busybox_*.deb)
+    log "downloading Debian's $pkg package"
+    (cd "$dir" && { apt-get download -qq "$pkg" || { apt-get update -qq && apt-get download -qq "$pkg"; }; }) >&2
+    debs=("$dir/${pkg}"_*.deb)
   fi
   echo "${debs[-1]}"
 }
@@ -164,8 +170,8 @@ in_registry() {
 
 main() {
   local deb key stamp=$REGISTRY_DIR/$RECIPE-images.stamp names name absent=0 bins=("$CITOOL")
-  [[ $RECIPE != node-conformance ]] || bins+=("${AGNHOST:?}" "${NNP:?}" /usr/bin/curl)
-  deb=$(busybox_deb)
+  [[ $RECIPE != node-conformance ]] || bins+=("${AGNHOST:?}" "${NNP:?}" /usr/bin/curl /bin/bash "$(debian_deb netcat-openbsd)")
+  deb=$(debian_deb busybox)
   key=$(cat "${BASH_SOURCE[0]}" "${bins[@]}" "$deb" | sha256sum | cut -c1-16)
   mapfile -t names < <(MODE=list recipe)
   for name in "${names[@]}"; do in_registry "$name" || { absent=1; break; }; done
