@@ -126,7 +126,7 @@ run() {
   # The HostIpc specs leave behind the 1 MiB host segments they make with ipcmk: remove those.
   comm -13 <(echo "$shm_before") <(shm_ids) | while read -r id; do ipcrm -m "$id"; done
   # critest's own summary: the failures, if any, then "Ran N of M Specs" and the counts.
-  awk '/^Summarizing [0-9]+ Failure/ || /^Ran [0-9]+ of [0-9]+ Specs/ {p = 1} p && !/^(--- |FAIL$|PASS$)/' "$out/critest.log"
+  ginkgo_summary "$out/critest.log"
   grep -qE '^Ran [0-9]+ of|SUCCESS!|FAIL!' "$out/critest.log" || { tail -n 30 "$out/critest.log" >&2; ((rc)) || rc=1; }
   return "$rc"
 }

@@ -3,8 +3,8 @@
 # (k8s.io/kubernetes/test/e2e_node, the node conformance test) at KUBELET_VERSION into
 # E2E_NODE_TEST_BIN, in a throwaway module (lib.sh k8s_module), as hack/install-kubelet.sh builds
 # kubelet; beside it, the two test images' programs the suite's specs run, built from the same module
-# (static): agnhost (test/images/agnhost, with its HTTPS key pair and kitten's and nautilus's pages) and nnp (test/images/nonewprivs). Prints E2E_NODE_TEST_BIN as
-# its last line.
+# (static): agnhost (test/images/agnhost, with its HTTPS key pair and kitten's and nautilus's pages) and
+# nnp (test/images/nonewprivs). Prints E2E_NODE_TEST_BIN as its last line.
 # Usage: hack/install-e2e-node.sh        (FORCE=1 rebuilds)
 set -euo pipefail
 # shellcheck source=hack/lib.sh

@@ -32,16 +32,6 @@ PIDFILE=$KUBELET_DIR/kubelet.pid
 CHILDREN=$KUBELET_DIR/kubelet.children
 CNI_BRIDGE=${CNI_BRIDGE:-dkpin0}
 
-# The sysctls kubelet sets (pkg/kubelet/cm: setupKernelTunables) and the values it wants.
-SYSCTLS=(
-  vm/overcommit_memory=1
-  vm/panic_on_oom=0
-  kernel/panic=10
-  kernel/panic_on_oops=1
-  kernel/keys/root_maxkeys=1000000
-  kernel/keys/root_maxbytes=25000000
-)
-
 port_free() { [[ -z $(ss -Htln "sport = :$1") ]]; }
 
 free_port() {
@@ -109,14 +99,11 @@ start() {
   : "${CRI_ENDPOINT:?set CRI_ENDPOINT to the CRI socket (unix://...)}"
   [[ -x $KUBELET_BIN ]] || die "no kubelet at $KUBELET_BIN (run hack/install-kubelet.sh)"
   if pid_alive "$PIDFILE"; then die "kubelet already runs (pid $(<"$PIDFILE"))"; fi
-  local port=${KUBELET_PORT:-} s name extra
+  local port=${KUBELET_PORT:-} extra
   [[ -n $port ]] || port=$(free_port)
   port_free "$port" || die "port $port is in use"
-  mkdir -p "$KUBELET_DIR"/{manifests,var,sysctl,root,pod-logs,volume-plugins}
-  for s in "${SYSCTLS[@]}"; do
-    name=${s%%=*}
-    echo "${s#*=}" >"$KUBELET_DIR/sysctl/${name//\//.}"
-  done
+  mkdir -p "$KUBELET_DIR"/{manifests,var,root,pod-logs,volume-plugins}
+  kubelet_sysctl_files "$KUBELET_DIR/sysctl"
   write_config "$port"
   read -ra extra <<<"${KUBELET_EXTRA_ARGS:-}"
   log "starting kubelet $("$KUBELET_BIN" --version | awk '{print $2}') on 127.0.0.1:$port (CRI $CRI_ENDPOINT, dir $KUBELET_DIR)"

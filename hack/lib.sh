@@ -187,6 +187,25 @@ pod_leaks() {
   ((ips + veths + pods == 0))
 }
 
+# kubelet_sysctl_files DIR — one file per sysctl kubelet sets (pkg/kubelet/cm: setupKernelTunables),
+# named as its /proc/sys path with dots, holding the value kubelet wants: bind-mounted over /proc/sys in a
+# private mount namespace, they let kubelet run with protectKernelDefaults without writing the host's.
+kubelet_sysctl_files() {
+  local s name
+  mkdir -p "$1"
+  for s in vm/overcommit_memory=1 vm/panic_on_oom=0 kernel/panic=10 kernel/panic_on_oops=1 \
+    kernel/keys/root_maxkeys=1000000 kernel/keys/root_maxbytes=25000000; do
+    name=${s%%=*}
+    echo "${s#*=}" >"$1/${name//\//.}"
+  done
+}
+
+# ginkgo_summary LOG — a ginkgo suite's own summary from its log: the failures, if any, then "Ran N of M
+# Specs" and the counts.
+ginkgo_summary() {
+  awk '/^Summarizing [0-9]+ Failure/ || /^Ran [0-9]+ of [0-9]+ Specs/ {p = 1} p && !/^(--- |FAIL$|PASS$)/' "$1"
+}
+
 # build_unless_cached WHAT HOW — for the install-*.sh scripts, which define cached() (the built thing is
 # there and reports its pinned version) and build(): builds WHAT (HOW: where from, how long) in a subshell
 # unless it is cached and FORCE is unset, then fails unless cached() holds.

@@ -24,7 +24,8 @@
 #      more specs to leave out of this run), NC_SUITE_ARGS (more flags for e2e_node.test, such as
 #      --feature-gates=...), NC_OUT (default /tmp/dockpin-nc-out), NC_CRI_ARGS (more flags for the binary),
 #      NC_PROCS (ginkgo processes, default 1).
-# The report of a run: NC_OUT/STORE-DATE/ (report.json, junit.xml, the suite's, kubelet's and the binary's logs).
+# The report of a pass: NC_OUT/NAME-STORE-DATE-PASS/ (NAME: NC_NAME, ours or upstream; report.json,
+# junit.xml, the suite's, kubelet's and the binary's logs).
 set -euo pipefail
 # shellcheck source=hack/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -50,7 +51,6 @@ REGISTRIES=(registry.k8s.io gcr.io)
 NC_CI_FOCUS='ContainerLogPath|Container Runtime|Security Context|KubelethostPathVolume|KubeletManagedEtcHosts|Pods should (support remote command execution|support retrieving logs|contain environment variables|be updated)|Kubelet when scheduling|Container Lifecycle Hook|Probing container should (be restarted with a exec|\*not\* be restarted with a exec|be ready immediately)|Hostname|PrivilegedPod'
 
 usage() { sed -n '15,19p' "${BASH_SOURCE[0]}" | cut -c3- >&2; exit 2; }
-
 
 # passes — "NAME LABEL-FILTER FOCUS" per ginkgo pass of NC_PART (tab-separated).
 passes() {
@@ -107,10 +107,6 @@ list() {
   done < <(passes)
 }
 
-# The sysctls kubelet sets (pkg/kubelet/cm: setupKernelTunables) and the values it wants.
-SYSCTLS=(vm/overcommit_memory=1 vm/panic_on_oom=0 kernel/panic=10 kernel/panic_on_oops=1
-  kernel/keys/root_maxkeys=1000000 kernel/keys/root_maxbytes=25000000)
-
 write_kubelet_config() {
   # The suite's own base (test/e2e_node/jenkins/default-kubelet-config.yaml) with what this node needs.
   cat >"$DIR/kubelet-base.yaml" <<EOF
@@ -139,19 +135,16 @@ EOF
 
 # contain — inside the private mount namespace: /var, the sysctls, systemd-run.
 contain() {
-  local v=$DIR/var s name
-  mkdir -p "$v"/{lib/kubelet,log/pods,log/containers,cache,tmp} "$DIR/sysctl"
+  local v=$DIR/var f
+  mkdir -p "$v"/{lib/kubelet,log/pods,log/containers,cache,tmp}
   ln -sfn /run "$v/run"
   mount --rbind /var/cache "$v/cache" # the tool, engine and kubelet caches
   mount --rbind "$v" /var
   # Kubelet's root dir a shared mount point, as kubelet makes it (hack/kubelet.sh says why).
   mount --bind /var/lib/kubelet /var/lib/kubelet
   mount --make-rshared /var/lib/kubelet
-  for s in "${SYSCTLS[@]}"; do
-    name=${s%%=*}
-    echo "${s#*=}" >"$DIR/sysctl/${name//\//.}"
-    mount --bind "$DIR/sysctl/${name//\//.}" "/proc/sys/$name"
-  done
+  kubelet_sysctl_files "$DIR/sysctl"
+  for f in "$DIR"/sysctl/*; do mount --bind "$f" "/proc/sys/$(basename "$f" | tr . /)"; done
   local sr
   if sr=$(command -v systemd-run); then mount --bind /dev/null "$sr"; fi
 }
@@ -218,7 +211,7 @@ inner() {
       log "pass $name: $(summary "$out/report.json")"
       jq -e '[.[].SpecReports[]? | select(.LeafNodeType == "It" and .State == "passed")] | length > 0' \
         "$out/report.json" >/dev/null || { log "ERROR: no spec passed in pass $name"; prc=1; }
-      awk '/^Summarizing [0-9]+ Failure/ || /^Ran [0-9]+ of [0-9]+ Specs/ {p = 1} p && !/^(--- |FAIL$|PASS$)/' "$out/suite.log"
+      ginkgo_summary "$out/suite.log"
     else
       tail -n 40 "$out/suite.log" >&2
       ((prc)) || prc=1
@@ -268,8 +261,7 @@ states() {
 # (hack/install-upstream.sh), for each store in E2E_STORES; then a table of passed / failed / skipped per
 # binary per store, and the specs whose results differ, in NC_OUT/compare.md. Fails when ours fails a spec.
 compare() {
-  local store name bin rc=0 ours up
-  local upstream
+  local store name rc=0 ours up upstream
   upstream=$("$HACK_DIR/install-upstream.sh" | tail -n1)
   for store in ${E2E_STORES:-classic containerd}; do
     STORE=$store NC_NAME=ours run || rc=1
